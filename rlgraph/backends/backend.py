@@ -1,0 +1,71 @@
+"""The interface through which the framework (never an algorithm) touches a deep-learning backend."""
+import contextlib
+
+import numpy as np
+
+from rlgraph.utils.errors import RLGraphBackendError
+
+
+class Backend:
+    """Variable creation, conversion and devices for one backend. Subclasses: TF and PyTorch."""
+
+    name = None
+    #: Whether the build runs graph functions on real values (then variables are restored afterwards) or
+    #: only traces them symbolically.
+    build_runs_eagerly = True
+
+    def create_variable(self, name, value, trainable, device=None):
+        """Creates a variable named ``name`` holding the numpy array ``value``."""
+        raise NotImplementedError
+
+    def is_trainable(self, var):
+        raise NotImplementedError
+
+    def read_variable(self, var):
+        """The variable's value as a numpy array (a copy)."""
+        raise NotImplementedError
+
+    def assign_variable(self, var, value):
+        """Sets the variable to the numpy array ``value``."""
+        raise NotImplementedError
+
+    def to_backend(self, value):
+        """Converts a numpy value (nested dicts/tuples allowed) into backend tensors."""
+        raise NotImplementedError
+
+    def to_numpy(self, value):
+        """Converts backend tensors (nested dicts/tuples/lists allowed) to numpy."""
+        raise NotImplementedError
+
+    def shape_and_dtype(self, value):
+        """``(shape tuple, numpy dtype)`` of a tensor, array or Python scalar."""
+        if isinstance(value, np.ndarray) or np.isscalar(value):
+            arr = np.asarray(value)
+            return tuple(arr.shape), arr.dtype
+        raise RLGraphBackendError(f"Cannot read the shape of {type(value).__name__} values on backend {self.name}.")
+
+    def python_scalar_input(self, value, py_type):
+        """How a Python scalar argument (``int``/``float``/``bool`` space) is passed to a graph function."""
+        return py_type(value)
+
+    def run_build(self, fn):
+        """Runs the build's space propagation ``fn()`` in the context the backend needs."""
+        return fn()
+
+    def variable_scope(self, device):
+        """A context manager for ``create_variables``: variables end up on ``device``, outside any trace."""
+        return self.device_scope(device)
+
+    def device_scope(self, device):
+        """A context manager placing newly created variables (and, on TF, ops) on ``device``."""
+        return contextlib.nullcontext()
+
+    def wrap_graph_fn_device(self, fn, device):
+        """Wraps a bound graph function so that it runs on ``device``."""
+        return fn
+
+    def set_seed(self, seed):
+        """Seeds the backend's random number generators."""
+
+    def normalize_device(self, device):
+        return device

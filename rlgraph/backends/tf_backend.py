@@ -1,0 +1,98 @@
+"""TensorFlow 2 backend helpers."""
+import numpy as np
+
+from rlgraph.backends.backend import Backend
+from rlgraph.utils.backend import tf
+
+
+class TFBackend(Backend):
+    """TensorFlow: the build traces graph functions symbolically (inside one ``tf.function`` trace that is
+    never run), so build-time runs have no side effects and ``tf.gradients`` works in graph functions."""
+
+    name = "tf"
+    build_runs_eagerly = False
+
+    def run_build(self, fn):
+        result = []
+
+        def trace():
+            result.append(fn())
+            return tf.constant(0)
+        tf.function(trace, autograph=False).get_concrete_function()
+        return result[0]
+
+    def variable_scope(self, device):
+        import contextlib
+        stack = contextlib.ExitStack()
+        stack.enter_context(tf.init_scope())
+        stack.enter_context(self.device_scope(device))
+        return stack
+
+    def normalize_device(self, device):
+        if device is None:
+            return None
+        d = str(device).lower()
+        if d.startswith("/"):
+            return device
+        if d.startswith("cuda"):
+            d = "gpu" + d[4:]
+        kind, _, idx = d.partition(":")
+        return f"/device:{kind.upper()}:{idx or 0}"
+
+    def device_scope(self, device):
+        import contextlib
+        return tf.device(self.normalize_device(device)) if device else contextlib.nullcontext()
+
+    def wrap_graph_fn_device(self, fn, device):
+        if not device:
+            return fn
+        dev = self.normalize_device(device)
+
+        def on_device(*args, **kwargs):
+            with tf.device(dev):
+                return fn(*args, **kwargs)
+        return on_device
+
+    def create_variable(self, name, value, trainable, device=None):
+        with tf.init_scope(), self.device_scope(device):
+            return tf.Variable(value, trainable=trainable, name=name.replace("/", "."))
+
+    def is_trainable(self, var):
+        return var.trainable
+
+    def read_variable(self, var):
+        with tf.init_scope():
+            return var.numpy().copy()
+
+    def assign_variable(self, var, value):
+        var.assign(np.asarray(value, dtype=var.dtype.as_numpy_dtype))
+
+    def to_backend(self, value):
+        if isinstance(value, dict):
+            return {k: self.to_backend(v) for k, v in value.items()}
+        if isinstance(value, (tuple, list)):
+            return tuple(self.to_backend(v) for v in value)
+        return tf.convert_to_tensor(value)
+
+    def python_scalar_input(self, value, py_type):
+        return tf.convert_to_tensor(np.asarray(value, dtype=_PY_DTYPES[py_type]))
+
+    def to_numpy(self, value):
+        if isinstance(value, (tf.Tensor, tf.Variable)):
+            return value.numpy()
+        if isinstance(value, dict):
+            return {k: self.to_numpy(v) for k, v in value.items()}
+        if isinstance(value, (tuple, list)):
+            return tuple(self.to_numpy(v) for v in value)
+        return value
+
+    def shape_and_dtype(self, value):
+        if isinstance(value, (tf.Tensor, tf.Variable)):
+            return tuple(value.shape), np.dtype(value.dtype.as_numpy_dtype)
+        return super().shape_and_dtype(value)
+
+    def set_seed(self, seed):
+        tf.random.set_seed(seed)
+
+
+_PY_DTYPES = {int: np.int32, float: np.float32, bool: np.bool_}

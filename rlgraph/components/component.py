@@ -1,0 +1,229 @@
+"""The base class of everything a graph is made of."""
+import copy
+import logging
+import re
+from collections import OrderedDict
+
+import numpy as np
+
+from rlgraph.utils.decorators import GraphFunction
+from rlgraph.utils.errors import RLGraphAPIError, RLGraphBuildError, RLGraphError
+from rlgraph.utils.initializers import initial_value, variable_rng
+from rlgraph.utils.specifiable import Specifiable
+
+logger = logging.getLogger(__name__)
+
+
+def _kebab(name):
+    return re.sub(r"(?<!^)(?=[A-Z])", "-", name).lower()
+
+
+class Component(Specifiable):
+    """A node of an algorithm's graph.
+
+    A component exposes API methods (``@rlgraph_api``), keeps its numerics in graph functions
+    (``@graph_fn``) and talks to other components only through their API methods. Sub-components are
+    registered with ``add_components`` (or passed to ``__init__``); together they form a tree whose paths
+    (``root/policy/dense-layer``) name components and their variables.
+
+    Subclasses override ``check_input_spaces`` to reject unsuitable inputs and ``create_variables`` to make
+    their variables once the spaces of all their API arguments are known.
+
+    Args:
+        *sub_components: Components to register as sub-components.
+        scope: This component's name within its parent (default: the class name in kebab-case).
+        device: A device for this component's variables and graph functions, e.g. "cpu" or "gpu:0";
+            default: the parent's.
+        trainable: Whether this component's variables are trained; default: the parent's (else True).
+    """
+
+    #: The scope a component gets when none is given (default: the class name in kebab-case).
+    default_scope = None
+
+    def __init__(self, *sub_components, scope=None, device=None, trainable=None):
+        self.scope = scope or type(self).default_scope or _kebab(type(self).__name__)
+        if "/" in self.scope:
+            raise RLGraphError(f"Scope '{self.scope}' must not contain '/'.")
+        self._scope_given = scope is not None
+        self._device = device
+        self._trainable = trainable
+        self.parent = None
+        self.sub_components = OrderedDict()
+        self.api_methods = OrderedDict(type(self)._rlgraph_api_infos)
+        self.graph_fns = OrderedDict(type(self)._rlgraph_graph_fns)
+        # Filled during the build.
+        self.backend = None
+        self.api_input_spaces = OrderedDict()
+        self.input_complete = False
+        self.variable_complete = False
+        self.built = False
+        self.variable_registry = OrderedDict()
+        self.seed = 0
+        self.add_components(*sub_components)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        apis, fns = OrderedDict(), OrderedDict()
+        for klass in reversed(cls.__mro__):
+            for name, attr in vars(klass).items():
+                info = getattr(attr, "_rlgraph_api", None)
+                if info is not None:
+                    apis[name] = info
+                elif isinstance(attr, GraphFunction):
+                    fns[name] = attr
+                elif name in apis and callable(attr):
+                    del apis[name]  # Overridden by a plain method.
+        cls._rlgraph_api_infos = apis
+        cls._rlgraph_graph_fns = fns
+
+    # --- tree ---------------------------------------------------------------------------------------------
+    def add_components(self, *components):
+        """Registers ``components`` as sub-components (scopes made unique among siblings)."""
+        for c in components:
+            if not isinstance(c, Component):
+                raise RLGraphError(f"'{self.global_scope}': add_components() takes Components, got {c!r}.")
+            if c.parent is not None and c.parent is not self:
+                raise RLGraphError(f"Component '{c.global_scope}' already has a parent; use copy() to reuse it.")
+            if c.parent is self:
+                continue
+            if c.scope in self.sub_components:
+                if c._scope_given:
+                    raise RLGraphError(f"'{self.global_scope}' already has a sub-component with scope '{c.scope}'.")
+                base, i = c.scope, 1
+                while f"{base}-{i}" in self.sub_components:
+                    i += 1
+                c.scope = f"{base}-{i}"
+            c.parent = self
+            self.sub_components[c.scope] = c
+
+    @property
+    def global_scope(self):
+        """The component's path from the root, e.g. ``root/policy/dense-layer``."""
+        return self.scope if self.parent is None else f"{self.parent.global_scope}/{self.scope}"
+
+    @property
+    def device(self):
+        if self._device is not None or self.parent is None:
+            return self._device
+        return self.parent.device
+
+    @property
+    def trainable(self):
+        if self._trainable is not None:
+            return self._trainable
+        return True if self.parent is None else self.parent.trainable
+
+    def get_all_sub_components(self, include_self=False):
+        """All components below this one (depth-first, parents before children)."""
+        out = [self] if include_self else []
+        for c in self.sub_components.values():
+            out.extend(c.get_all_sub_components(include_self=True))
+        return out
+
+    def get_sub_component_by_name(self, path):
+        """The sub-component at ``path`` (relative, "/"-separated), or raises listing the children."""
+        node = self
+        for part in path.split("/"):
+            if part not in node.sub_components:
+                raise RLGraphError(f"'{node.global_scope}' has no sub-component '{part}' "
+                                   f"(it has: {', '.join(node.sub_components) or 'none'}).")
+            node = node.sub_components[part]
+        return node
+
+    # --- spaces and variables -----------------------------------------------------------------------------
+    def check_input_spaces(self, input_spaces, action_space=None):
+        """Checks the spaces of the API arguments; raise ``RLGraphSpaceError`` to reject them.
+
+        Args:
+            input_spaces: Maps each API argument name to its space.
+            action_space: The graph's action space, if any.
+        """
+
+    def create_variables(self, input_spaces, action_space=None):
+        """Creates this component's variables with ``get_variable``; called once all input spaces are known."""
+
+    def get_variable(self, name, shape=(), dtype="float32", initializer=None, trainable=None, from_space=None,
+                     add_batch_rank=None):
+        """Creates a variable of this component on its backend and device.
+
+        Args:
+            name: Local name; the full name is ``<global scope>/<name>``.
+            shape: The shape (ignored with ``from_space``).
+            dtype: A numpy dtype or its name.
+            initializer: See ``rlgraph.utils.initializers.initial_value`` (default zeros).
+            trainable: Whether the optimizer trains it (default: the component's ``trainable``; only float
+                variables can be trainable).
+            from_space: Create one variable per primitive of this space, of the space's shape and dtype;
+                returns an ``OrderedDict`` flat key -> variable.
+            add_batch_rank: With ``from_space``: an int, the size of a leading dimension to add (e.g. a
+                memory's capacity).
+
+        Returns:
+            The backend variable (or, with ``from_space``, an ordered dict of them).
+        """
+        if self.backend is None:
+            raise RLGraphBuildError(f"'{self.global_scope}': get_variable('{name}') is only possible during the "
+                                    f"build (in create_variables).")
+        if from_space is not None:
+            out = OrderedDict()
+            for key, space in from_space.flatten().items():
+                lead = (int(add_batch_rank),) if add_batch_rank else ()
+                sub = f"{name}/{key}" if key else name
+                out[key] = self.get_variable(sub, shape=lead + tuple(space.shape), dtype=space.dtype,
+                                             initializer=initializer, trainable=False)
+            return out
+        full_name = f"{self.global_scope}/{name}"
+        if full_name in self.variable_registry:
+            raise RLGraphBuildError(f"'{self.global_scope}' already has a variable '{name}'.")
+        dtype = np.dtype(dtype)
+        if trainable is None:
+            trainable = self.trainable and dtype.kind == "f"
+        value = initial_value(initializer, shape, dtype, variable_rng(self.seed, full_name))
+        var = self.backend.create_variable(full_name, value, trainable=bool(trainable), device=self.device)
+        self.variable_registry[full_name] = var
+        return var
+
+    def variables(self, trainable_only=False):
+        """An ordered dict full name -> variable of this component and all its sub-components."""
+        out = OrderedDict()
+        for c in self.get_all_sub_components(include_self=True):
+            for name, var in c.variable_registry.items():
+                if not trainable_only or self.backend.is_trainable(var):
+                    out[name] = var
+        return out
+
+    # --- copies ---------------------------------------------------------------------------------------------
+    def copy(self, scope=None, device=None, trainable=None):
+        """A deep copy of this (not yet built) component, e.g. for a target network.
+
+        Args:
+            scope: The copy's scope (default: this one's).
+            device: The copy's device (default: this one's).
+            trainable: The copy's trainable flag (default: this one's).
+        """
+        if self.built or self.backend is not None:
+            raise RLGraphError(f"'{self.global_scope}': copy() a component before it is built.")
+        parent, self.parent = self.parent, None
+        try:
+            new = copy.deepcopy(self)
+        finally:
+            self.parent = parent
+        if scope is not None:
+            new.scope, new._scope_given = scope, True
+        if device is not None:
+            new._device = device
+        if trainable is not None:
+            new._trainable = trainable
+        return new
+
+    # --- API helpers ----------------------------------------------------------------------------------------
+    def api_method_info(self, name):
+        """The ``APIMethodInfo`` of API method ``name``, or raises listing the available ones."""
+        info = self.api_methods.get(name)
+        if info is None:
+            raise RLGraphAPIError(f"'{self.global_scope}' has no API method '{name}'; available: "
+                                  f"{', '.join(self.api_methods) or 'none'}.")
+        return info
+
+    def __repr__(self):
+        return f"{type(self).__name__}('{self.global_scope}')"

@@ -1,0 +1,39 @@
+"""Base class of memories: storage for records, kept in backend variables."""
+from rlgraph.components.component import Component
+from rlgraph.spaces import Space
+from rlgraph.utils.decorators import rlgraph_api
+from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError
+
+
+class Memory(Component):
+    """Stores records of the space that ``insert_records`` receives, ``capacity`` of them at most.
+
+    The storage is one variable per primitive of the record space, of shape ``[capacity, *shape]``.
+
+    Args:
+        capacity: The maximum number of records held.
+    """
+
+    default_scope = "memory"
+
+    def __init__(self, capacity=1000, scope=None, **kwargs):
+        super().__init__(scope=scope, **kwargs)
+        if not isinstance(capacity, int) or capacity <= 0:
+            raise RLGraphSpecError(f"{type(self).__name__}: capacity must be a positive int, got {capacity!r}.")
+        self.capacity = capacity
+        self.record_space = None
+        self.storage = None
+
+    def check_input_spaces(self, input_spaces, action_space=None):
+        space = input_spaces.get("records")
+        if not isinstance(space, Space) or not all(s.has_batch_rank for s in space.flatten().values()):
+            raise RLGraphSpaceError(f"API method 'insert_records', argument 'records': expected a space with a "
+                                    f"batch rank, got {space!r}.")
+
+    def create_variables(self, input_spaces, action_space=None):
+        self.record_space = input_spaces["records"].strip_ranks().with_batch_rank()
+        self.storage = self.get_variable("storage", from_space=self.record_space, add_batch_rank=self.capacity)
+
+    @rlgraph_api
+    def insert_records(self, records):
+        return self._graph_fn_insert_records(records)

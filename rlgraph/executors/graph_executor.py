@@ -1,0 +1,213 @@
+"""The graph executor: builds a component tree on one backend and serves ``execute(api_method, *args)``."""
+import json
+import logging
+import os
+import time
+from collections import OrderedDict
+
+import numpy as np
+
+from rlgraph.backends import get_backend
+from rlgraph.components.component import Component
+from rlgraph.executors.input_checker import PYTHON_TYPES, bind_arguments, make_input_checker
+from rlgraph.graphs.graph_builder import GraphBuilder
+from rlgraph.utils.backend import get_default_backend, normalize_backend
+from rlgraph.utils.errors import RLGraphAPIError, RLGraphError
+from rlgraph.utils.specifiable import Specifiable
+
+logger = logging.getLogger(__name__)
+
+META_FILE = "rlgraph_model.json"
+
+
+class GraphExecutor(Specifiable):
+    """Builds ``root_component`` and runs its API methods, taking and returning numpy values.
+
+    Use ``GraphExecutor.create(backend=..., ...)`` (or ``from_spec``) to get the executor of a backend.
+
+    Args:
+        root_component: The root of the component tree.
+        input_spaces: Maps the root's API argument names to spaces (or ``int``/``float``/``bool``).
+        action_space: Handed to every component at build time.
+        seed: Seeds the initial variable values and the backend's random ops (default 0).
+        device: Default device of the root (components inherit it), e.g. "cpu" or "gpu:0".
+        validate_inputs: Check every argument against its space before the backend sees it.
+        build: Build right away (else call ``build()``).
+    """
+
+    backend_name = None
+
+    def __init__(self, root_component, input_spaces=None, action_space=None, seed=None, device=None,
+                 validate_inputs=True, build=True):
+        if not isinstance(root_component, Component):
+            raise RLGraphError(f"root_component must be a Component, got {root_component!r}.")
+        self.root = root_component
+        self.backend = get_backend(self.backend_name)
+        self.input_spaces = dict(input_spaces or {})
+        self.action_space = action_space
+        self.seed = 0 if seed is None else int(seed)
+        self.device = device
+        self.validate_inputs = validate_inputs
+        self.meta_graph = None
+        self.build_seconds = None
+        self._calls = {}
+        if device is not None and root_component._device is None:
+            root_component._device = device
+        if build:
+            self.build()
+
+    @staticmethod
+    def create(backend=None, **kwargs):
+        """The executor for ``backend`` ("tf" or "pytorch"; default ``$RLGRAPH_BACKEND`` or what is installed)."""
+        name = normalize_backend(backend or get_default_backend())
+        if name == "tf":
+            from rlgraph.executors.tensorflow_executor import TensorFlowExecutor
+            return TensorFlowExecutor(**kwargs)
+        from rlgraph.executors.pytorch_executor import PyTorchExecutor
+        return PyTorchExecutor(**kwargs)
+
+    # --- build ------------------------------------------------------------------------------------------
+    def build(self):
+        """Assembles the meta graph, builds it on the backend and prepares one callable per API method."""
+        start = time.perf_counter()
+        self.backend.set_seed(self.seed)
+        builder = GraphBuilder(self.backend, seed=self.seed, action_space=self.action_space)
+        self.meta_graph = builder.build(self.root, self.input_spaces)
+        self.input_spaces = {k: v for k, v in builder_input_spaces(self.meta_graph).items()}
+        self._calls = {}
+        for name, info in self.root.api_methods.items():
+            params = [p.name for p in info.params]
+            dynamic = [p for p in params if p in self.input_spaces]
+            checkers = {p: make_input_checker(self.input_spaces[p], name, p, self.root.global_scope)
+                        for p in dynamic} if self.validate_inputs else {p: (lambda x: x) for p in dynamic}
+            defaults = {p.name: p.default for p in info.params if p.name not in self.input_spaces}
+            self._calls[name] = self._make_call(name, params, dynamic, checkers, defaults)
+        self.build_seconds = time.perf_counter() - start
+        logger.debug("Built '%s' on %s in %.3f s.", self.root.global_scope, self.backend.name, self.build_seconds)
+
+    def _make_call(self, name, params, dynamic, checkers, defaults):
+        """Returns ``call(*args, **kwargs)`` running root API method ``name``; backend-specific."""
+        raise NotImplementedError
+
+    # --- execution -----------------------------------------------------------------------------------------
+    @property
+    def api_methods(self):
+        return list(self._calls)
+
+    def execute(self, api_method, *args, **kwargs):
+        """Runs root API method ``api_method`` on numpy (or Python) arguments; returns numpy values.
+
+        Nested dicts/tuples are kept. Each argument is checked against its space first.
+        """
+        try:
+            call = self._calls[api_method]
+        except KeyError:
+            raise RLGraphAPIError(f"'{self.root.global_scope}' has no API method '{api_method}'; available: "
+                                  f"{', '.join(self._calls) or 'none (not built)'}.") from None
+        return call(*args, **kwargs)
+
+    @staticmethod
+    def _general_args(name, params, dynamic, checkers, defaults, args, kwargs, component):
+        values = bind_arguments(name, params, args, kwargs, component)
+        missing = [p for p in dynamic if p not in values]
+        if missing:
+            raise RLGraphAPIError(f"API method '{name}' of '{component}' is missing argument(s) {missing}.")
+        dyn = [checkers[p](values[p]) for p in dynamic]
+        static = {p: values.get(p, d) for p, d in defaults.items()}
+        return dyn, static
+
+    # --- variables -----------------------------------------------------------------------------------------
+    def variables(self, trainable_only=False):
+        """Ordered dict full name -> backend variable of the whole graph."""
+        return self.root.variables(trainable_only=trainable_only)
+
+    def read_variable_values(self, *variables):
+        """Numpy values of variables given as objects, full names, names relative to the root, or components.
+
+        One argument gives one value (a dict for a component); several give a list.
+        """
+        all_vars = self.variables()
+        out = []
+        for v in variables:
+            if isinstance(v, Component):
+                out.append(OrderedDict((k, self.backend.read_variable(x)) for k, x in v.variables().items()))
+            elif isinstance(v, str):
+                name = v if v in all_vars else f"{self.root.global_scope}/{v}"
+                if name not in all_vars:
+                    raise RLGraphError(f"No variable '{v}'; variables: {', '.join(all_vars)}.")
+                out.append(self.backend.read_variable(all_vars[name]))
+            else:
+                out.append(self.backend.read_variable(v))
+        return out[0] if len(out) == 1 else out
+
+    def get_weights(self, trainable_only=True):
+        """Ordered dict full name -> numpy value of the (trainable) variables."""
+        return OrderedDict((k, self.backend.read_variable(v)) for k, v in self.variables(trainable_only).items())
+
+    def set_weights(self, weights):
+        """Sets variables from a ``{full name: array}`` dict (as ``get_weights`` returns); all checked first."""
+        all_vars = self.variables()
+        unknown = [k for k in weights if k not in all_vars]
+        if unknown:
+            raise RLGraphError(f"set_weights: unknown variable(s) {unknown}.")
+        for k, value in weights.items():
+            shape = tuple(self.backend.shape_and_dtype(all_vars[k])[0])
+            if tuple(np.shape(value)) != shape:
+                raise RLGraphError(f"set_weights: '{k}' has shape {shape}, got {np.shape(value)}.")
+        for k, value in weights.items():
+            self.backend.assign_variable(all_vars[k], value)
+
+    # --- models ------------------------------------------------------------------------------------------
+    def _model_meta(self):
+        return {
+            "format": "rlgraph-model", "version": 1, "backend": self.backend.name, "root": self.root.global_scope,
+            "variables": {k: [list(self.backend.shape_and_dtype(v)[0]), str(self.backend.shape_and_dtype(v)[1])]
+                          for k, v in self.variables().items()},
+        }
+
+    def store_model(self, path):
+        """Writes all variables to directory ``path`` (backend-native format plus ``rlgraph_model.json``)."""
+        os.makedirs(path, exist_ok=True)
+        self._store_variables(path)
+        with open(os.path.join(path, META_FILE), "w") as f:
+            json.dump(self._model_meta(), f, indent=1)
+        return path
+
+    def load_model(self, path):
+        """Restores variables from ``path``; refuses (changing nothing) a model of another backend or graph."""
+        meta_path = os.path.join(path, META_FILE)
+        if not os.path.isfile(meta_path):
+            raise RLGraphError(f"'{path}' holds no rlgraph model ({META_FILE} missing).")
+        with open(meta_path) as f:
+            meta = json.load(f)
+        mine = self._model_meta()
+        if meta.get("backend") != mine["backend"]:
+            raise RLGraphError(f"Model in '{path}' was stored by backend '{meta.get('backend')}'; this executor "
+                               f"runs '{mine['backend']}'.")
+        if meta.get("variables") != mine["variables"]:
+            theirs, ours = meta.get("variables", {}), mine["variables"]
+            diff = sorted(set(theirs) ^ set(ours)) or sorted(k for k in ours if theirs.get(k) != ours[k])
+            raise RLGraphError(f"Model in '{path}' does not fit this graph; differing variables (name or "
+                               f"shape/dtype): {diff[:10]}.")
+        self._load_variables(path)
+
+    def _store_variables(self, path):
+        raise NotImplementedError
+
+    def _load_variables(self, path):
+        raise NotImplementedError
+
+    def terminate(self):
+        """Releases resources (nothing to release for in-process executors)."""
+
+
+def builder_input_spaces(meta_graph):
+    """The normalized input spaces of the root's API arguments, read off the built meta graph."""
+    out = {}
+    for call in meta_graph.api.values():
+        for arg, rec in call.record_args().items():
+            out[arg] = rec.space
+    return out
+
+
+__all__ = ["GraphExecutor", "PYTHON_TYPES"]

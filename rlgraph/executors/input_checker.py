@@ -1,0 +1,80 @@
+"""Checks API arguments against their spaces before any backend call."""
+import numpy as np
+
+from rlgraph.spaces import BoxSpace, FloatBox, IntBox, TextBox
+from rlgraph.utils.errors import RLGraphAPIError, RLGraphSpaceError
+
+PYTHON_TYPES = (int, float, bool)
+
+
+def describe_value(x):
+    """A short description of a value for error messages."""
+    if isinstance(x, np.ndarray):
+        return f"an array of shape {x.shape} and dtype {x.dtype}"
+    if isinstance(x, dict):
+        return f"a dict with keys {sorted(x)}"
+    if isinstance(x, (tuple, list)):
+        return f"a {type(x).__name__} of length {len(x)}"
+    return f"{type(x).__name__} {x!r}"[:120]
+
+
+def make_input_checker(space, api_method, arg, component):
+    """Returns ``check(x) -> x'``: ``x`` converted to the space's dtype, or an ``RLGraphSpaceError``.
+
+    Arrays that already have the space's dtype and shape and need no bounds check pass with a few
+    attribute comparisons.
+    """
+    where = f"API method '{api_method}' of '{component}', argument '{arg}'"
+
+    if space in PYTHON_TYPES:
+        ok = {int: (int, np.integer), float: (int, float, np.integer, np.floating), bool: (bool, np.bool_)}[space]
+
+        def check_scalar(x):
+            if isinstance(x, ok) and not (space is not bool and isinstance(x, (bool, np.bool_))):
+                return space(x)
+            raise RLGraphSpaceError(f"{where}: expected a Python {space.__name__}, got {describe_value(x)}.")
+        return check_scalar
+
+    def slow(x):
+        reason = space.describe_mismatch(x)
+        if reason is not None:
+            raise RLGraphSpaceError(f"{where}: expected {space!r}, got {describe_value(x)}: {reason}.")
+        flat = space.flatten_value(x)
+        spaces = space.flatten()
+        cast = {k: np.asarray(v, dtype=None if isinstance(spaces[k], TextBox) else spaces[k].dtype)
+                for k, v in flat.items()}
+        return space.unflatten(cast)
+
+    if not isinstance(space, BoxSpace) or isinstance(space, TextBox):
+        return slow
+    needs_bounds = isinstance(space, IntBox) or (isinstance(space, FloatBox) and (
+        np.any(np.isfinite(space.low)) or np.any(np.isfinite(space.high))))
+    if needs_bounds:
+        return slow
+    dtype = np.dtype(space.dtype)
+    lead = int(space.has_batch_rank) + int(space.has_time_rank)
+    shape = tuple(space.shape)
+    ndim = lead + len(shape)
+    ndarray = np.ndarray
+
+    def check(x):
+        if type(x) is ndarray and x.dtype == dtype and x.ndim == ndim and x.shape[lead:] == shape:
+            return x
+        return slow(x)
+    return check
+
+
+def bind_arguments(api_method, params, args, kwargs, component):
+    """Maps positional and keyword ``args`` of an ``execute`` call onto the parameter names ``params``."""
+    if len(args) > len(params):
+        raise RLGraphAPIError(f"API method '{api_method}' of '{component}' takes {len(params)} argument(s) "
+                              f"({', '.join(params)}), got {len(args)}.")
+    values = dict(zip(params, args))
+    for k, v in kwargs.items():
+        if k not in params:
+            raise RLGraphAPIError(f"API method '{api_method}' of '{component}' has no argument '{k}' "
+                                  f"(arguments: {', '.join(params)}).")
+        if k in values:
+            raise RLGraphAPIError(f"API method '{api_method}': argument '{k}' given twice.")
+        values[k] = v
+    return values

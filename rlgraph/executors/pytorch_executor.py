@@ -1,0 +1,90 @@
+"""PyTorch executor: runs each API method eagerly through the components' plain implementations."""
+import os
+
+import numpy as np
+
+from rlgraph.executors.graph_executor import GraphExecutor
+from rlgraph.executors.input_checker import PYTHON_TYPES
+from rlgraph.spaces import Space, TextBox
+from rlgraph.utils.backend import torch
+
+
+class PyTorchExecutor(GraphExecutor):
+    """Executes API methods eagerly on PyTorch.
+
+    After the build, API methods and graph functions are plain bound methods (pass-through API calls are
+    contracted away), so a call costs the argument checks, ``torch.from_numpy`` and the numerics.
+    """
+
+    backend_name = "pytorch"
+
+    def _make_call(self, name, params, dynamic, checkers, defaults):
+        fn = getattr(self.root, name)
+        to_numpy = self.backend.to_numpy
+        component = self.root.global_scope
+        device = torch.device(self.backend.normalize_device(self.root.device)) if self.root.device else None
+        converters = [_converter(self.input_spaces[p], device) for p in dynamic]
+        tensor_type = torch.Tensor
+        general = self._general_args
+
+        def convert_out(out):
+            if type(out) is tensor_type:
+                return out.detach().numpy() if device is None else out.detach().cpu().numpy()
+            return to_numpy(out)
+
+        if not defaults and len(dynamic) == 1:
+            check, conv = checkers[dynamic[0]], converters[0]
+
+            def call1(*args, **kwargs):
+                if len(args) == 1 and not kwargs:
+                    return convert_out(fn(conv(check(args[0]))))
+                dyn, _ = general(name, params, dynamic, checkers, defaults, args, kwargs, component)
+                return convert_out(fn(conv(dyn[0])))
+            return call1
+
+        pairs = [(checkers[p], c) for p, c in zip(dynamic, converters)]
+        n = len(params)
+
+        def call(*args, **kwargs):
+            if not defaults and not kwargs and len(args) == n:
+                return convert_out(fn(*[conv(check(a)) for (check, conv), a in zip(pairs, args)]))
+            dyn, static = general(name, params, dynamic, checkers, defaults, args, kwargs, component)
+            if not defaults:
+                return convert_out(fn(*[conv(v) for (_, conv), v in zip(pairs, dyn)]))
+            values = dict(static)
+            values.update({p: conv(v) for p, (_, conv), v in zip(dynamic, pairs, dyn)})
+            return convert_out(fn(**values))
+        return call
+
+    def _store_variables(self, path):
+        state = {k: v.detach().cpu() for k, v in self.variables().items()}
+        torch.save(state, os.path.join(path, "state_dict.pt"))
+
+    def _load_variables(self, path):
+        state = torch.load(os.path.join(path, "state_dict.pt"), weights_only=True)
+        with torch.no_grad():
+            for k, v in self.variables().items():
+                v.copy_(state[k])
+
+
+def _converter(space, device):
+    """numpy -> torch conversion for one argument of ``space``."""
+    if space in PYTHON_TYPES:
+        return lambda x: x
+    from_numpy = torch.from_numpy
+    if isinstance(space, Space) and len(space.flatten()) == 1 and not isinstance(space, TextBox) \
+            and "" in space.flatten():
+        if device is None:
+            return lambda x: from_numpy(x) if x.flags.writeable else from_numpy(np.array(x))
+        return lambda x: from_numpy(np.ascontiguousarray(x)).to(device)
+
+    def convert(x):
+        if isinstance(x, dict):
+            return {k: convert(v) for k, v in x.items()}
+        if isinstance(x, (tuple, list)):
+            return tuple(convert(v) for v in x)
+        if isinstance(x, np.ndarray) and x.dtype.kind not in "USO":
+            t = from_numpy(x if x.flags.writeable else np.array(x))
+            return t.to(device) if device is not None else t
+        return x
+    return convert

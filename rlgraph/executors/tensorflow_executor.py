@@ -1,0 +1,110 @@
+"""TensorFlow executor: each API method runs as one ``tf.function`` with an input signature from the spaces."""
+import os
+from collections import defaultdict
+
+import numpy as np
+
+from rlgraph.executors.graph_executor import GraphExecutor
+from rlgraph.executors.input_checker import PYTHON_TYPES
+from rlgraph.utils.backend import tf
+from rlgraph.utils.errors import RLGraphRuntimeError
+
+_PY_DTYPES = {int: "int32", float: "float32", bool: "bool"}
+
+
+def tensor_spec(space):
+    """A (nested) ``tf.TensorSpec`` for a space, batch and time dimensions left open (None)."""
+    if space in PYTHON_TYPES:
+        return tf.TensorSpec([], _PY_DTYPES[space])
+    flat = {k: tf.TensorSpec(s.get_shape(with_batch_rank=True, with_time_rank=True),
+                             tf.string if s.dtype.kind in "USO" else tf.as_dtype(s.dtype))
+            for k, s in space.flatten().items()}
+    return space.unflatten(flat)
+
+
+class TensorFlowExecutor(GraphExecutor):
+    """Executes API methods as static graphs.
+
+    Args:
+        autograph: Let ``tf.function`` convert Python control flow on tensors (default False: graph
+            functions use ``tf.cond``/``tf.while_loop`` explicitly, which traces faster).
+        **kwargs: See ``GraphExecutor``.
+
+    Attributes:
+        trace_counts: How often each API method was traced (new batch sizes must not add traces).
+    """
+
+    backend_name = "tf"
+
+    def __init__(self, root_component, autograph=False, **kwargs):
+        self.autograph = autograph
+        self.trace_counts = defaultdict(int)
+        super().__init__(root_component, **kwargs)
+
+    def _make_call(self, name, params, dynamic, checkers, defaults):
+        raw = getattr(self.root, name)
+        signature = [tensor_spec(self.input_spaces[p]) for p in dynamic]
+        counts = self.trace_counts
+        functions = {}
+        to_numpy = self.backend.to_numpy
+        component = self.root.global_scope
+        general = self._general_args
+        py_casts = [(lambda x, d=np.dtype(_PY_DTYPES[s]): np.asarray(x, d)) if s in PYTHON_TYPES else None
+                    for s in (self.input_spaces[p] for p in dynamic)]
+
+        def function_for(static):
+            key = tuple(sorted(static.items()))
+            f = functions.get(key)
+            if f is None:
+                def traced(*dyn):
+                    counts[name] += 1
+                    if not static:
+                        return raw(*dyn)
+                    return raw(**dict(zip(dynamic, dyn)), **static)
+                f = tf.function(traced, input_signature=signature, autograph=self.autograph)
+                f.get_concrete_function()
+                functions[key] = f
+            return f
+
+        static_defaults = dict(defaults)
+        default_fn = function_for(static_defaults)
+        tensor_type = tf.Tensor
+        pairs = [(checkers[p], cast) for p, cast in zip(dynamic, py_casts)]
+        n = len(params)
+
+        def run(f, dyn):
+            try:
+                out = f(*dyn)
+            except tf.errors.InvalidArgumentError as e:
+                raise RLGraphRuntimeError(f"API method '{name}' of '{component}': {_op_error_text(e)}") from None
+            if isinstance(out, tensor_type):
+                return out.numpy()
+            return to_numpy(out)
+
+        def call(*args, **kwargs):
+            if not kwargs and len(args) == n and not defaults:
+                dyn = [check(a) if cast is None else cast(check(a)) for (check, cast), a in zip(pairs, args)]
+                return run(default_fn, dyn)
+            dyn, static = general(name, params, dynamic, checkers, defaults, args, kwargs, component)
+            dyn = [v if cast is None else cast(v) for (_, cast), v in zip(pairs, dyn)]
+            f = default_fn if static == static_defaults else function_for(static)
+            return run(f, dyn)
+        return call
+
+    def _checkpoint(self):
+        return tf.train.Checkpoint(variables={k.replace("/", "."): v for k, v in self.variables().items()})
+
+    def _store_variables(self, path):
+        self._checkpoint().write(os.path.join(path, "tf_checkpoint"))
+
+    def _load_variables(self, path):
+        self._checkpoint().read(os.path.join(path, "tf_checkpoint")).assert_consumed()
+
+
+def _op_error_text(error):
+    """The informative line of a TF run-time error (an assertion's message where there is one)."""
+    lines = [ln.strip() for ln in error.message.splitlines() if ln.strip()]
+    for ln in lines:
+        if ln.startswith("assertion failed:"):
+            return ln.split("\t")[0]
+    return lines[-1] if lines else str(error)

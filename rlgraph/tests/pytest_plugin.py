@@ -1,0 +1,36 @@
+"""pytest plugin: a ``backend`` fixture that runs a test once per installed backend.
+
+Loaded automatically where rlgraph is installed (entry point ``pytest11``). A test taking ``backend``
+runs for "tf" and "pytorch"; ``--backend tf`` (or ``$RLGRAPH_TEST_BACKENDS=tf``) restricts the run.
+"""
+import os
+
+import pytest
+
+from rlgraph.utils.backend import BACKENDS, backend_available, normalize_backend
+
+
+def pytest_addoption(parser):
+    parser.addoption("--backend", action="append", default=None,
+                     help="rlgraph backend(s) to run backend-parametrized tests on (tf, pytorch).")
+
+
+def _selected(config):
+    chosen = config.getoption("--backend", default=None)
+    if not chosen and os.environ.get("RLGRAPH_TEST_BACKENDS"):
+        chosen = os.environ["RLGRAPH_TEST_BACKENDS"].split(",")
+    return [normalize_backend(b) for b in chosen] if chosen else list(BACKENDS)
+
+
+def pytest_generate_tests(metafunc):
+    if "backend" in metafunc.fixturenames:
+        metafunc.parametrize("backend", _selected(metafunc.config), indirect=True)
+
+
+@pytest.fixture
+def backend(request):
+    """The backend name ("tf" or "pytorch"); skips the test if that backend is not installed."""
+    name = request.param
+    if not backend_available(name):
+        pytest.skip(f"backend {name} is not installed")
+    return name

@@ -1,0 +1,75 @@
+"""Backend selection and lazy access to the deep-learning libraries.
+
+Nothing here imports TensorFlow or PyTorch at import time: ``tf`` and ``torch`` are module proxies that
+import the real library on first attribute access, so a user with only one backend installed can still use
+rlgraph. After the first access, attribute look-ups on the proxy cost the same as on the real module.
+"""
+import importlib
+import os
+import types
+
+from rlgraph.utils.errors import RLGraphBackendError
+
+#: Canonical backend names and the spellings accepted for them.
+BACKEND_ALIASES = {
+    "tf": "tf", "tensorflow": "tf", "tf2": "tf",
+    "pytorch": "pytorch", "torch": "pytorch", "pt": "pytorch",
+}
+BACKENDS = ("tf", "pytorch")
+_BACKEND_MODULES = {"tf": "tensorflow", "pytorch": "torch"}
+
+
+def normalize_backend(name):
+    """Returns the canonical name ("tf" or "pytorch") of a backend spelling, or raises."""
+    key = str(name).strip().lower()
+    if key not in BACKEND_ALIASES:
+        raise RLGraphBackendError(f"Unknown backend '{name}'; use one of {', '.join(BACKENDS)}.")
+    return BACKEND_ALIASES[key]
+
+
+def get_default_backend():
+    """The default backend: ``$RLGRAPH_BACKEND`` if set, else the first installed of tf, pytorch."""
+    env = os.environ.get("RLGRAPH_BACKEND")
+    if env:
+        return normalize_backend(env)
+    for name in BACKENDS:
+        if backend_available(name):
+            return name
+    raise RLGraphBackendError("Neither TensorFlow nor PyTorch is installed: pip install 'rlgraph[tf]' or 'rlgraph[pytorch]'.")
+
+
+def backend_available(name):
+    """Whether the library of backend ``name`` can be imported (without importing it)."""
+    import importlib.util
+    return importlib.util.find_spec(_BACKEND_MODULES[normalize_backend(name)]) is not None
+
+
+class LazyModule(types.ModuleType):
+    """A module proxy that imports ``module_name`` on first use and then mirrors its namespace."""
+
+    def __init__(self, module_name, install_hint=""):
+        super().__init__(module_name)
+        self._lazy_module_name = module_name
+        self._lazy_install_hint = install_hint
+
+    def _load(self):
+        try:
+            module = importlib.import_module(self._lazy_module_name)
+        except ImportError as e:
+            raise RLGraphBackendError(
+                f"'{self._lazy_module_name}' is not installed ({e}). {self._lazy_install_hint}"
+            ) from None
+        self.__dict__.update(module.__dict__)
+        self.__dict__["_lazy_real_module"] = module
+        return module
+
+    def __getattr__(self, item):
+        module = self.__dict__.get("_lazy_real_module") or self._load()
+        return getattr(module, item)
+
+    def __dir__(self):
+        return dir(self.__dict__.get("_lazy_real_module") or self._load())
+
+
+tf = LazyModule("tensorflow", "Install it with: pip install 'rlgraph[tf]'.")
+torch = LazyModule("torch", "Install it with: pip install 'rlgraph[pytorch]'.")

@@ -1,0 +1,223 @@
+"""The ``@rlgraph_api`` and ``@graph_fn`` decorators.
+
+An API method is a component's public entry point. Its body wires sub-components' API methods and the
+component's own graph functions together; it holds no numerics. A graph function holds the numerics,
+written once per backend (or once, backend-free).
+
+Life cycle: while the meta graph is assembled, calls to API methods and graph functions are recorded by
+the active assembler (see ``rlgraph.graphs``) instead of being run. After the build, each component's API
+methods and graph functions are bound on the instance to their plain implementations, so an executed API
+call costs no more than the Python functions it is made of.
+"""
+import ast
+import functools
+import inspect
+import sys
+import textwrap
+import threading
+
+from rlgraph.utils.errors import RLGraphAPIError, RLGraphBackendError
+
+_state = threading.local()
+
+
+def get_assembler():
+    """The assembler recording calls right now, or None."""
+    return getattr(_state, "assembler", None)
+
+
+class assembling:
+    """Context manager that makes ``assembler`` record all API and graph-function calls."""
+
+    def __init__(self, assembler):
+        self.assembler = assembler
+
+    def __enter__(self):
+        self.previous = get_assembler()
+        _state.assembler = self.assembler
+        return self.assembler
+
+    def __exit__(self, *exc):
+        _state.assembler = self.previous
+
+
+class APIMethodInfo:
+    """What the framework knows about one API method."""
+
+    def __init__(self, name, fn, must_be_complete=True):
+        self.name = name
+        self.fn = fn
+        self.must_be_complete = must_be_complete
+        self.signature = inspect.signature(fn)
+        params = list(self.signature.parameters.values())[1:]
+        self.params = params
+        self.arg_names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        self.var_positional = next((p.name for p in params if p.kind == p.VAR_POSITIONAL), None)
+        self.var_keyword = next((p.name for p in params if p.kind == p.VAR_KEYWORD), None)
+        self.is_simple = self.var_positional is None and self.var_keyword is None and all(
+            p.default is p.empty for p in params)
+
+    def __repr__(self):
+        return f"APIMethodInfo({self.name}{self.signature})"
+
+
+def rlgraph_api(fn=None, *, name=None, must_be_complete=True):
+    """Marks a component method as an API method.
+
+    Args:
+        fn: The method.
+        name: The API name (default: the method's name).
+        must_be_complete: If False, the component does not wait for this method's argument spaces before
+            creating its variables. Use it to break input-incomplete cycles, where an argument can only be
+            known after the component's own variables exist.
+    """
+    if fn is None:
+        return functools.partial(rlgraph_api, name=name, must_be_complete=must_be_complete)
+    info = APIMethodInfo(name or fn.__name__, fn, must_be_complete)
+
+    @functools.wraps(fn)
+    def api_method(self, *args, **kwargs):
+        assembler = get_assembler()
+        if assembler is not None:
+            return assembler.call_api(self, info, args, kwargs)
+        raise RLGraphAPIError(
+            f"API method '{info.name}' of component '{self.global_scope}' was called, but the component is not "
+            f"part of a built graph. Build it first, e.g. with rlgraph.tests.ComponentTest or an executor."
+        )
+
+    api_method._rlgraph_api = info
+    return api_method
+
+
+class GraphFunction:
+    """A graph function: one implementation per backend (or one backend-free implementation).
+
+    Attributes:
+        name: The method name.
+        impls: Maps a backend name ("tf", "pytorch") or None (any backend) to a plain function.
+        returns: The number of outputs, or None to read it from the source's return statements.
+        split_ops: If True, container (dict/tuple) arguments are split into their primitive leaves, the
+            function is called once per leaf (other arguments passed as they are), and the results are
+            merged back into the container's structure.
+        add_auto_key_as_first_param: With ``split_ops``, passes each leaf's flat key as first argument.
+    """
+
+    def __init__(self, name, returns=None, split_ops=False, add_auto_key_as_first_param=False):
+        self.name = name
+        self.impls = {}
+        self.returns = returns
+        self.split_ops = split_ops
+        self.add_auto_key_as_first_param = add_auto_key_as_first_param
+        self._num_outputs = None
+        self.__doc__ = None
+
+    def add_impl(self, backend, fn):
+        self.impls[backend] = fn
+        if self.__doc__ is None:
+            self.__doc__ = fn.__doc__
+
+    def impl_for(self, backend):
+        """The implementation for ``backend``, or raises naming the missing one."""
+        fn = self.impls.get(backend) or self.impls.get(None)
+        if fn is None:
+            have = ", ".join(sorted(str(b) for b in self.impls))
+            raise RLGraphBackendError(f"Graph function '{self.name}' has no implementation for backend "
+                                      f"'{backend}' (it has: {have}).")
+        return fn
+
+    @property
+    def num_outputs(self):
+        """How many values the graph function returns (declared, or counted from its source)."""
+        if self.returns is not None:
+            return self.returns
+        if self._num_outputs is None:
+            counts = {count_return_values(fn) for fn in self.impls.values()}
+            counts.discard(None)
+            self._num_outputs = max(counts) if counts else 1
+        return self._num_outputs
+
+    def __get__(self, instance, owner):
+        if instance is None:
+            return self
+        return functools.partial(_call_graph_fn_unbuilt, instance, self)
+
+    def __repr__(self):
+        return f"GraphFunction({self.name}, backends={sorted(str(b) for b in self.impls)})"
+
+
+def _call_graph_fn_unbuilt(component, gf, *args, **kwargs):
+    assembler = get_assembler()
+    if assembler is not None:
+        return assembler.call_graph_fn(component, gf, args, kwargs)
+    raise RLGraphAPIError(f"Graph function '{gf.name}' of component '{component.global_scope}' was called outside "
+                          f"of an API method of a built graph.")
+
+
+def graph_fn(fn=None, *, backend=None, returns=None, split_ops=False, add_auto_key_as_first_param=False):
+    """Marks a component method as a graph function.
+
+    Write one backend-free implementation with ``@graph_fn``, or one per backend with
+    ``@graph_fn(backend="tf")`` and ``@graph_fn(backend="pytorch")`` under the same method name.
+
+    Args:
+        fn: The method.
+        backend: "tf", "pytorch" or None (any backend).
+        returns: Number of return values; by default counted from the source's return statements.
+        split_ops: Call once per primitive leaf of container arguments and merge the results back.
+        add_auto_key_as_first_param: With ``split_ops``, pass each leaf's flat key first.
+    """
+    if fn is None:
+        return functools.partial(graph_fn, backend=backend, returns=returns, split_ops=split_ops,
+                                 add_auto_key_as_first_param=add_auto_key_as_first_param)
+    if backend is not None:
+        from rlgraph.utils.backend import normalize_backend
+        backend = normalize_backend(backend)
+    # A second implementation of an existing graph function defined in the same class body.
+    namespace = sys._getframe(1).f_locals
+    existing = namespace.get(fn.__name__)
+    if isinstance(existing, GraphFunction):
+        gf = existing
+        if backend in gf.impls:
+            raise RLGraphAPIError(f"Graph function '{fn.__name__}' defines backend '{backend}' twice.")
+        if returns is not None:
+            gf.returns = returns
+    else:
+        gf = GraphFunction(fn.__name__, returns=returns, split_ops=split_ops,
+                           add_auto_key_as_first_param=add_auto_key_as_first_param)
+    gf.add_impl(backend, fn)
+    return gf
+
+
+def count_return_values(fn):
+    """Counts the values a function returns, from the largest tuple in its return statements.
+
+    Returns None if the source is unavailable; 0 if it never returns a value.
+    """
+    try:
+        source = textwrap.dedent(inspect.getsource(fn))
+        tree = ast.parse(source)
+    except (OSError, TypeError, SyntaxError):
+        return None
+    func = tree.body[0]
+    counts = []
+
+    class Visitor(ast.NodeVisitor):
+        def visit_FunctionDef(self, node):
+            if node is func:
+                self.generic_visit(node)
+
+        visit_AsyncFunctionDef = visit_FunctionDef
+
+        def visit_Lambda(self, node):
+            pass
+
+        def visit_Return(self, node):
+            if node.value is None or (isinstance(node.value, ast.Constant) and node.value.value is None):
+                counts.append(0)
+            elif isinstance(node.value, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in node.value.elts):
+                counts.append(len(node.value.elts))
+            else:
+                counts.append(1)
+
+    Visitor().visit(func)
+    return max(counts) if counts else 0

@@ -1,0 +1,24 @@
+from setuptools import find_packages, setup
+
+EXTRAS = {
+    "tf": ["tensorflow-cpu==2.21.*"],
+    "pytorch": ["torch==2.13.0"],
+    "ray": ["ray[default]==2.60.*"],
+    "gym": ["gymnasium>=1.0,<2", "ale-py>=0.10"],
+    "test": ["pytest>=8", "pytest-xdist>=3", "pytest-timeout>=2"],
+}
+EXTRAS["all"] = sorted({d for k, v in EXTRAS.items() if k != "test" for d in v})
+
+setup(
+    name="rlgraph",
+    version="0.1.0",
+    description="Deep reinforcement learning as graphs of reusable components, on TensorFlow or PyTorch.",
+    packages=find_packages(include=["rlgraph", "rlgraph.*"]),
+    python_requires=">=3.11",
+    install_requires=["numpy>=2,<3", "optree>=0.13", "gymnasium>=1.0,<2", "tqdm>=4.66"],
+    extras_require=EXTRAS,
+    entry_points={
+        "console_scripts": ["rlgraph=rlgraph.cli:main"],
+        "pytest11": ["rlgraph=rlgraph.tests.pytest_plugin"],
+    },
+)
