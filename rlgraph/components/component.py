@@ -6,7 +6,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from rlgraph.utils.decorators import GraphFunction
+from rlgraph.utils.decorators import GraphFunction, graph_fn, rlgraph_api
 from rlgraph.utils.errors import RLGraphAPIError, RLGraphBuildError, RLGraphError
 from rlgraph.utils.initializers import initial_value, variable_rng
 from rlgraph.utils.specifiable import Specifiable
@@ -183,7 +183,7 @@ class Component(Specifiable):
         self.variable_registry[full_name] = var
         return var
 
-    def variables(self, trainable_only=False):
+    def all_variables(self, trainable_only=False):
         """An ordered dict full name -> variable of this component and all its sub-components."""
         out = OrderedDict()
         for c in self.get_all_sub_components(include_self=True):
@@ -191,6 +191,32 @@ class Component(Specifiable):
                 if not trainable_only or self.backend.is_trainable(var):
                     out[name] = var
         return out
+
+    @rlgraph_api
+    def variables(self):
+        """API method: this component's trainable variables (with its sub-components'), as a dict.
+
+        Keys are the names relative to this component with "/" replaced by "." (e.g. ``dense.kernel``),
+        so that two copies of a component (a network and its target network) have the same keys.
+        """
+        return self._graph_fn_variables()
+
+    @graph_fn(returns=1)
+    def _graph_fn_variables(self):
+        prefix = len(self.global_scope) + 1
+        return {name[prefix:].replace("/", "."): var
+                for name, var in self.all_variables(trainable_only=True).items()}
+
+    def get_state(self):
+        """State kept outside backend variables (e.g. a numpy buffer), or None.
+
+        Eager backends run each graph function once during the build; the builder saves this state after
+        ``create_variables`` and hands it back to ``set_state`` afterwards, as it does for variables.
+        """
+        return None
+
+    def set_state(self, state):
+        """Restores what ``get_state`` returned."""
 
     # --- copies ---------------------------------------------------------------------------------------------
     def copy(self, scope=None, device=None, trainable=None):

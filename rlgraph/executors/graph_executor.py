@@ -119,7 +119,7 @@ class GraphExecutor(Specifiable):
     # --- variables -----------------------------------------------------------------------------------------
     def variables(self, trainable_only=False):
         """Ordered dict full name -> backend variable of the whole graph."""
-        return self.root.variables(trainable_only=trainable_only)
+        return self.root.all_variables(trainable_only=trainable_only)
 
     def read_variable_values(self, *variables):
         """Numpy values of variables given as objects, full names, names relative to the root, or components.
@@ -130,7 +130,7 @@ class GraphExecutor(Specifiable):
         out = []
         for v in variables:
             if isinstance(v, Component):
-                out.append(OrderedDict((k, self.backend.read_variable(x)) for k, x in v.variables().items()))
+                out.append(OrderedDict((k, self.backend.read_variable(x)) for k, x in v.all_variables().items()))
             elif isinstance(v, str):
                 name = v if v in all_vars else f"{self.root.global_scope}/{v}"
                 if name not in all_vars:

@@ -1,4 +1,5 @@
 """The build: pushes input spaces through the meta graph, creates variables, infers output spaces."""
+import copy
 import logging
 import types
 from collections import defaultdict, deque
@@ -66,7 +67,7 @@ class GraphBuilder:
                                     f"such an argument (API methods: {', '.join(root.api_methods)}).")
         self.meta_graph = meta = MetaGraphBuilder().assemble(root, input_spaces)
         components = meta.components
-        self._snapshots = {}
+        self._snapshots, self._state_snapshots = {}, []
         try:
             for c in components:
                 self._bind(c)
@@ -247,6 +248,9 @@ class GraphBuilder:
         if self.backend.build_runs_eagerly:
             for name, var in comp.variable_registry.items():
                 self._snapshots[name] = (var, self.backend.read_variable(var))
+            state = comp.get_state()
+            if state is not None:
+                self._state_snapshots.append((comp, copy.deepcopy(state)))
         comp.variable_complete = True
         for node in self._waiting.pop(comp, []):
             if self._inputs_known(node):
@@ -255,7 +259,9 @@ class GraphBuilder:
     def _restore_snapshots(self):
         for var, value in self._snapshots.values():
             self.backend.assign_variable(var, value)
-        self._snapshots = {}
+        for comp, state in self._state_snapshots:
+            comp.set_state(state)
+        self._snapshots, self._state_snapshots = {}, []
 
     def _derive(self, rec, queue):
         if rec.known:

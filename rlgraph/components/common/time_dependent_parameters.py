@@ -1,0 +1,109 @@
+"""Parameters that change over the course of training (schedules for epsilon, learning rates, ...)."""
+from rlgraph.components.component import Component
+from rlgraph.utils.backend import tf, torch
+from rlgraph.utils.decorators import graph_fn, rlgraph_api
+from rlgraph.utils.errors import RLGraphSpecError
+
+
+class TimeDependentParameter(Component):
+    """A value that depends on the fraction of training done, ``time_percentage`` in [0, 1].
+
+    Anywhere a number is accepted, a schedule can be given instead: a number (constant), a list
+    ``["linear", 1.0, 0.05]`` / ``["polynomial", from, to, power]`` / ``["exponential", from, to, decay_rate]``,
+    or a dict ``{"type": "linear", "from_": 1.0, "to_": 0.05}``. Use ``TimeDependentParameter.from_spec``.
+
+    API:
+        get(time_percentage): The value at ``time_percentage`` (clipped into [0, 1]); scalar or batch.
+    """
+
+    default_scope = "time-dependent-parameter"
+
+    def __init__(self, from_=1.0, to_=None, scope=None, **kwargs):
+        super().__init__(scope=scope, **kwargs)
+        self.from_ = float(from_)
+        self.to_ = float(from_ if to_ is None else to_)
+
+    @classmethod
+    def from_spec(cls, spec=None, _path=None, **kwargs):
+        if isinstance(spec, (int, float)) and not isinstance(spec, bool):
+            return Constant(value=float(spec), **kwargs)
+        if isinstance(spec, (list, tuple)):
+            if not spec or not isinstance(spec[0], str):
+                raise RLGraphSpecError(f"{_path or 'schedule'}: a list schedule starts with its type, e.g. "
+                                       f"[\"linear\", 1.0, 0.05]; got {spec!r}.")
+            type_ = spec[0]
+            klass = cls.lookup_class(type_, f"{_path or 'schedule'}[0]")
+            names = klass.positional_keys
+            if len(spec) - 1 > len(names):
+                raise RLGraphSpecError(f"{_path or 'schedule'}: '{type_}' takes at most {len(names)} values "
+                                       f"({', '.join(names)}), got {len(spec) - 1}.")
+            spec = dict(zip(names, spec[1:]), type=type_)
+        return super().from_spec(spec, _path=_path, **kwargs)
+
+    positional_keys = ("from_", "to_")
+
+    @rlgraph_api
+    def get(self, time_percentage):
+        return self._graph_fn_get(time_percentage)
+
+    @graph_fn(backend="tf")
+    def _graph_fn_get(self, time_percentage):
+        t = tf.clip_by_value(tf.cast(time_percentage, tf.float32), 0.0, 1.0)
+        return self.value_at(t)
+
+    @graph_fn(backend="pytorch")
+    def _graph_fn_get(self, time_percentage):
+        t = torch.clamp(torch.as_tensor(time_percentage, dtype=torch.float32), 0.0, 1.0)
+        return self.value_at(t)
+
+    def value_at(self, t):
+        """The value at ``t`` (a backend tensor in [0, 1]); arithmetic only, so it serves both backends."""
+        raise NotImplementedError
+
+
+class Constant(TimeDependentParameter):
+    """Always ``value``."""
+
+    positional_keys = ("value",)
+
+    def __init__(self, value=1.0, scope=None, **kwargs):
+        super().__init__(from_=value, to_=value, scope=scope, **kwargs)
+
+    def value_at(self, t):
+        return t * 0.0 + self.from_
+
+
+class Linear(TimeDependentParameter):
+    """``from_ + (to_ - from_) * t``."""
+
+    def value_at(self, t):
+        return self.from_ + (self.to_ - self.from_) * t
+
+
+class Polynomial(TimeDependentParameter):
+    """``(from_ - to_) * (1 - t) ** power + to_``."""
+
+    positional_keys = ("from_", "to_", "power")
+
+    def __init__(self, from_=1.0, to_=0.0, power=2.0, scope=None, **kwargs):
+        super().__init__(from_=from_, to_=to_, scope=scope, **kwargs)
+        self.power = float(power)
+
+    def value_at(self, t):
+        return (self.from_ - self.to_) * (1.0 - t) ** self.power + self.to_
+
+
+class Exponential(TimeDependentParameter):
+    """``to_ + (from_ - to_) * decay_rate ** (t * num_decays)``."""
+
+    positional_keys = ("from_", "to_", "decay_rate", "num_decays")
+
+    def __init__(self, from_=1.0, to_=0.0, decay_rate=0.1, num_decays=1.0, scope=None, **kwargs):
+        super().__init__(from_=from_, to_=to_, scope=scope, **kwargs)
+        if not 0.0 < decay_rate < 1.0:
+            raise RLGraphSpecError(f"Exponential: decay_rate must be in (0, 1), got {decay_rate}.")
+        self.decay_rate = float(decay_rate)
+        self.num_decays = float(num_decays)
+
+    def value_at(self, t):
+        return self.to_ + (self.from_ - self.to_) * self.decay_rate ** (t * self.num_decays)
