@@ -49,32 +49,39 @@ class Component(Specifiable):
         self._trainable = trainable
         self.parent = None
         self.sub_components = OrderedDict()
-        self.api_methods = OrderedDict(type(self)._rlgraph_api_infos)
-        self.graph_fns = OrderedDict(type(self)._rlgraph_graph_fns)
+        apis, fns = type(self)._collect_api()
+        self.api_methods = OrderedDict(apis)
+        self.graph_fns = OrderedDict(fns)
         # Filled during the build.
         self.backend = None
         self.api_input_spaces = OrderedDict()
         self.input_complete = False
         self.variable_complete = False
         self.built = False
+        # True while an eager backend runs graph functions on the build's sample values (whose effects
+        # are undone afterwards); run-time checks that only make sense on real data may skip then.
+        self.in_build_run = False
         self.variable_registry = OrderedDict()
         self.seed = 0
         self.add_components(*sub_components)
 
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        apis, fns = OrderedDict(), OrderedDict()
-        for klass in reversed(cls.__mro__):
-            for name, attr in vars(klass).items():
-                info = getattr(attr, "_rlgraph_api", None)
-                if info is not None:
-                    apis[name] = info
-                elif isinstance(attr, GraphFunction):
-                    fns[name] = attr
-                elif name in apis and callable(attr):
-                    del apis[name]  # Overridden by a plain method.
-        cls._rlgraph_api_infos = apis
-        cls._rlgraph_graph_fns = fns
+    @classmethod
+    def _collect_api(cls):
+        """API methods and graph functions of the class (most derived first), cached per class."""
+        if "_rlgraph_api_infos" not in cls.__dict__:
+            apis, fns, shadowed = OrderedDict(), OrderedDict(), set()
+            for klass in cls.__mro__:
+                for name, attr in vars(klass).items():
+                    if name in shadowed:
+                        continue
+                    shadowed.add(name)
+                    info = getattr(attr, "_rlgraph_api", None)
+                    if info is not None:
+                        apis[name] = info
+                    elif isinstance(attr, GraphFunction):
+                        fns[name] = attr
+            cls._rlgraph_api_infos, cls._rlgraph_graph_fns = apis, fns
+        return cls._rlgraph_api_infos, cls._rlgraph_graph_fns
 
     # --- tree ---------------------------------------------------------------------------------------------
     def add_components(self, *components):

@@ -66,17 +66,26 @@ class GraphBuilder:
             raise RLGraphBuildError(f"input_spaces has {unknown} but no API method of '{root.global_scope}' takes "
                                     f"such an argument (API methods: {', '.join(root.api_methods)}).")
         self.meta_graph = meta = MetaGraphBuilder().assemble(root, input_spaces)
+        for node in meta.graph_fn_calls:
+            try:
+                node.fn.impl_for(self.backend.name)
+            except RLGraphBackendError as e:
+                raise RLGraphBackendError(f"Component '{node.component.global_scope}' (API method "
+                                          f"'{node.api_call.info.name}'): {e}") from None
         components = meta.components
         self._snapshots, self._state_snapshots = {}, []
         try:
             for c in components:
                 self._bind(c)
+                c.in_build_run = self.backend.build_runs_eagerly
             self.backend.run_build(lambda: self._propagate(meta, input_spaces))
         except BaseException:
             for c in components:
                 self._unbind(c)
             raise
         finally:
+            for c in components:
+                c.in_build_run = False
             self._restore_snapshots()
         for c in components:
             c.built = True

@@ -78,7 +78,7 @@ class ReplayMemory(Memory):
     @graph_fn(backend="pytorch")
     def _graph_fn_get_records(self, num_records):
         n, size = int(num_records), int(self.size)
-        if n > size:
+        if n > size and not self.in_build_run:
             raise RLGraphRuntimeError(f"ReplayMemory: asked for {n} records, but the memory holds {size}.")
         indices = torch.randint(0, max(size, 1), (n,))
         return self.record_space.unflatten({k: v[indices] for k, v in self.storage.items()})

@@ -1,0 +1,219 @@
+"""Graph executors on both backends: numerics, variables, models, tracing, bad input."""
+import numpy as np
+import pytest
+
+from rlgraph import graph_fn, rlgraph_api
+from rlgraph.components import Component, DenseLayer, NeuralNetwork, ReplayMemory
+from rlgraph.executors import GraphExecutor
+from rlgraph.spaces import Dict, FloatBox, IntBox
+from rlgraph.tests import ComponentTest, run_on_backends
+from rlgraph.utils.errors import RLGraphAPIError, RLGraphError, RLGraphRuntimeError, RLGraphSpaceError
+
+STATES = FloatBox(shape=(4,), add_batch_rank=True)
+LAYERS = [{"type": "dense", "units": 8, "activation": "tanh"}, {"type": "dense", "units": 3}]
+
+
+def numpy_mlp(weights, x, scope="neural-network"):
+    """Independent reference: tanh(x W0 + b0) W1 + b1."""
+    h = np.tanh(x @ weights[f"{scope}/dense/kernel"] + weights[f"{scope}/dense/bias"])
+    return h @ weights[f"{scope}/dense-1/kernel"] + weights[f"{scope}/dense-1/bias"]
+
+
+def test_network_matches_numpy_reference(backend):
+    test = ComponentTest(NeuralNetwork(layers=LAYERS), dict(inputs=STATES), backend=backend)
+    x = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+    weights = test.executor.get_weights()
+    assert list(weights) == ["neural-network/dense/kernel", "neural-network/dense/bias",
+                             "neural-network/dense-1/kernel", "neural-network/dense-1/bias"]
+    test.test(("call", [x]), expected_outputs=numpy_mlp(weights, x), decimals=5)
+
+
+def test_backends_agree_on_the_same_seed():
+    x = np.random.default_rng(1).normal(size=(6, 4)).astype(np.float32)
+    results = run_on_backends(lambda: NeuralNetwork(layers=LAYERS), dict(inputs=STATES),
+                              [("call", [x]), ("call", [x[:1]]), ("variables", [])])
+    assert results["tf"][0].shape == (6, 3)
+
+
+def test_seed_determines_initial_weights(backend):
+    def weights(seed):
+        return ComponentTest(NeuralNetwork(layers=LAYERS), dict(inputs=STATES), backend=backend,
+                             seed=seed).executor.get_weights()
+    a, b, c = weights(3), weights(3), weights(4)
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k])
+    assert not np.allclose(a["neural-network/dense/kernel"], c["neural-network/dense/kernel"])
+
+
+def test_no_retracing_for_new_batch_sizes():
+    test = ComponentTest(NeuralNetwork(layers=LAYERS), dict(inputs=STATES), backend="tf")
+    for batch in (1, 2, 17, 256, 3):
+        test.test(("call", [np.ones((batch, 4), np.float32)]))
+    assert test.executor.trace_counts["call"] == 1
+
+
+def test_store_and_load_round_trip(backend, tmp_path):
+    test = ComponentTest(NeuralNetwork(layers=LAYERS), dict(inputs=STATES), backend=backend)
+    x = np.random.default_rng(2).normal(size=(3, 4)).astype(np.float32)
+    before = test.test(("call", [x]))
+    test.executor.store_model(str(tmp_path / "model"))
+    test.executor.set_weights({k: np.zeros_like(v) for k, v in test.executor.get_weights().items()})
+    np.testing.assert_array_equal(test.test(("call", [x])), np.zeros((3, 3), np.float32))
+    test.executor.load_model(str(tmp_path / "model"))
+    np.testing.assert_array_equal(test.test(("call", [x])), before)
+
+
+def test_load_refuses_other_graphs_and_backends(tmp_path):
+    tf_test = ComponentTest(NeuralNetwork(layers=LAYERS), dict(inputs=STATES), backend="tf")
+    tf_test.executor.store_model(str(tmp_path / "tf"))
+    torch_test = ComponentTest(NeuralNetwork(layers=LAYERS), dict(inputs=STATES), backend="pytorch")
+    with pytest.raises(RLGraphError, match="stored by backend 'tf'"):
+        torch_test.executor.load_model(str(tmp_path / "tf"))
+    other = ComponentTest(NeuralNetwork(layers=[{"type": "dense", "units": 5}]), dict(inputs=STATES), backend="tf")
+    before = other.executor.get_weights()
+    with pytest.raises(RLGraphError, match="does not fit this graph"):
+        other.executor.load_model(str(tmp_path / "tf"))
+    for k, v in other.executor.get_weights().items():
+        np.testing.assert_array_equal(v, before[k])
+    with pytest.raises(RLGraphError, match="holds no rlgraph model"):
+        other.executor.load_model(str(tmp_path))
+
+
+def test_set_weights_checks_names_and_shapes(backend):
+    test = ComponentTest(DenseLayer(2), dict(inputs=STATES), backend=backend)
+    with pytest.raises(RLGraphError, match="unknown variable"):
+        test.executor.set_weights({"dense/kernal": np.zeros((4, 2))})
+    with pytest.raises(RLGraphError, match=r"has shape \(4, 2\), got \(2, 4\)"):
+        test.executor.set_weights({"dense/kernel": np.zeros((2, 4))})
+
+
+@pytest.mark.parametrize("value, words", [
+    (np.zeros((2, 5), np.float32), "expected shape"),
+    (np.zeros((4,), np.float32), "rank"),
+    (np.zeros((2, 4), np.complex64), "dtype"),
+    ("text", "expected shape"),
+    (np.full((2, 4), "x"), "dtype"),
+])
+def test_bad_input_names_api_method_argument_and_space(backend, value, words):
+    test = ComponentTest(DenseLayer(2), dict(inputs=STATES), backend=backend)
+    with pytest.raises(RLGraphSpaceError) as info:
+        test.test(("call", [value]))
+    msg = str(info.value)
+    assert "API method 'call'" in msg and "argument 'inputs'" in msg and "FloatBox(shape=(4,)" in msg
+    assert words in msg
+
+
+class DictUser(Component):
+    @rlgraph_api
+    def run(self, obs):
+        return self._graph_fn_run(obs)
+
+    @graph_fn
+    def _graph_fn_run(self, obs):
+        return obs["a"]
+
+
+def test_bad_container_input_names_the_key(backend):
+    space = Dict(a=FloatBox(shape=(2,)), b=IntBox(3), add_batch_rank=True)
+    test = ComponentTest(DictUser(), dict(obs=space), backend=backend)
+    good = space.sample(2)
+    test.test(("run", [good]), expected_outputs=good["a"])
+    with pytest.raises(RLGraphSpaceError, match="'b'"):
+        test.test(("run", [{"a": good["a"]}]))
+    with pytest.raises(RLGraphSpaceError, match="outside"):
+        test.test(("run", [{"a": good["a"], "b": np.array([0, 7])}]))
+
+
+def test_inputs_of_another_float_dtype_are_cast(backend):
+    test = ComponentTest(DenseLayer(2), dict(inputs=STATES), backend=backend)
+    x = np.ones((2, 4))
+    np.testing.assert_allclose(test.test(("call", [x])), test.test(("call", [x.astype(np.float32)])))
+    np.testing.assert_allclose(test.test(("call", [x.tolist()])), test.test(("call", [x.astype(np.float32)])))
+
+
+def test_unknown_api_method_and_wrong_arguments(backend):
+    test = ComponentTest(DenseLayer(2), dict(inputs=STATES), backend=backend)
+    with pytest.raises(RLGraphAPIError, match="no API method 'cal'; available: call, variables"):
+        test.test(("cal", [np.ones((1, 4), np.float32)]))
+    with pytest.raises(RLGraphAPIError, match="takes 1 argument"):
+        test.executor.execute("call", np.ones((1, 4), np.float32), 3)
+    with pytest.raises(RLGraphAPIError, match="no argument 'x'"):
+        test.executor.execute("call", x=np.ones((1, 4), np.float32))
+    out = test.executor.execute("call", inputs=np.ones((1, 4), np.float32))
+    assert out.shape == (1, 2)
+
+
+class Wrapper(Component):
+    def __init__(self):
+        self.dense = DenseLayer(3)
+        super().__init__(self.dense, scope="wrapper")
+
+    @rlgraph_api
+    def act(self, x):
+        return self.dense.call(x)
+
+
+def test_pass_through_api_calls_are_contracted(backend):
+    root = Wrapper()
+    test = ComponentTest(root, dict(x=STATES), backend=backend)
+    assert root.act.__self__ is root.dense
+    x = np.ones((2, 4), np.float32)
+    w = test.executor.get_weights()
+    test.test(("act", [x]), expected_outputs=x @ w["wrapper/dense/kernel"] + w["wrapper/dense/bias"], decimals=5)
+
+
+def reference_ring_buffer(capacity, batches):
+    """Independent reference of ring-buffer contents after inserting ``batches`` in order."""
+    slots, index = [None] * capacity, 0
+    for batch in batches:
+        for row in batch:
+            slots[index] = row
+            index = (index + 1) % capacity
+    return [s for s in slots if s is not None], index
+
+
+def test_replay_memory_ring_buffer(backend):
+    space = Dict(s=FloatBox(shape=(2,)), a=IntBox(3), add_batch_rank=True)
+    test = ComponentTest(ReplayMemory(capacity=5), dict(records=space, num_records=int), backend=backend)
+    rng = np.random.default_rng(3)
+    batches = [space.sample(n, rng=rng) for n in (3, 4, 9)]
+    assert int(test.test("get_size")) == 0
+    for b in batches:
+        test.test(("insert_records", [b]))
+    held, index = reference_ring_buffer(5, [b["s"] for b in batches])
+    assert int(test.test("get_size")) == 5
+    storage = test.read_variable_values("storage/s")
+    assert int(test.read_variable_values("index")) == index
+    np.testing.assert_allclose(storage, np.stack(held))
+    sample = test.test(("get_records", [5]))
+    for _ in range(10):
+        more = test.test(("get_records", [5]))
+        sample = {k: np.concatenate([sample[k], more[k]]) for k in sample}
+    assert sample["s"].shape == (55, 2) and sample["a"].shape == (55,)
+    # Every sampled record is one of the held ones, with its own action.
+    last = batches[-1]
+    for s, a in zip(sample["s"], sample["a"]):
+        j = int(np.argmin(np.abs(last["s"] - s).sum(axis=1)))
+        np.testing.assert_allclose(last["s"][j], s)
+        assert last["a"][j] == a
+
+
+def test_replay_memory_refuses_to_sample_more_than_it_holds(backend):
+    test = ComponentTest(ReplayMemory(capacity=10), dict(records=STATES, num_records=int), backend=backend)
+    test.test(("insert_records", [np.ones((3, 4), np.float32)]))
+    with pytest.raises(RLGraphRuntimeError, match="more records than the memory holds|asked for 4 records"):
+        test.test(("get_records", [4]))
+    assert test.test(("get_records", [3])).shape == (3, 4)
+
+
+def test_component_device_setting(backend):
+    test = ComponentTest(NeuralNetwork(layers=LAYERS, device="cpu"), dict(inputs=STATES), backend=backend)
+    assert test.test(("call", [np.ones((2, 4), np.float32)])).shape == (2, 3)
+
+
+def test_executor_create_picks_backend_and_rejects_unknown():
+    from rlgraph.utils.errors import RLGraphBackendError
+    ex = GraphExecutor.create(backend="torch", root_component=DenseLayer(2), input_spaces=dict(inputs=STATES))
+    assert ex.backend.name == "pytorch"
+    with pytest.raises(RLGraphBackendError, match="Unknown backend 'jax'"):
+        GraphExecutor.create(backend="jax", root_component=DenseLayer(2), input_spaces=dict(inputs=STATES))
