@@ -46,6 +46,8 @@ class PyTorchBackend(Backend):
         return torch.as_tensor(value)
 
     def to_numpy(self, value):
+        if isinstance(value, torch.nn.Parameter):
+            return value.detach().cpu().numpy().copy()  # Never hand out views of live weights.
         if isinstance(value, torch.Tensor):
             return value.detach().cpu().numpy()
         if isinstance(value, dict):

@@ -1,0 +1,122 @@
+"""A 2D convolution layer on NHWC images."""
+from rlgraph.components.layers.activations import check_activation, get_activation
+from rlgraph.components.layers.layer import Layer
+from rlgraph.spaces import FloatBox
+from rlgraph.utils.backend import tf, torch
+from rlgraph.utils.decorators import graph_fn
+from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError
+
+
+def _pair(value, name):
+    """An int or a pair of ints -> a tuple of two positive ints."""
+    pair = (value, value) if isinstance(value, int) and not isinstance(value, bool) else tuple(value)
+    if len(pair) != 2 or any(not isinstance(v, int) or isinstance(v, bool) or v <= 0 for v in pair):
+        raise RLGraphSpecError(f"Conv2DLayer: {name} must be a positive int or a pair of them, got {value!r}.")
+    return pair
+
+
+def _same_padding(size, kernel, stride):
+    """TensorFlow's "same" padding along one axis: (output size, pad before, pad after)."""
+    out = -(-size // stride)
+    total = max((out - 1) * stride + kernel - size, 0)
+    return out, total // 2, total - total // 2
+
+
+class Conv2DLayer(Layer):
+    """``activation(conv2d(inputs, kernel) + bias)`` on images of shape ``[height, width, channels]``.
+
+    Inputs are channels-last (NHWC) on both backends, with any leading batch/time ranks. The kernel has the
+    TensorFlow layout ``[kernel_h, kernel_w, in_channels, filters]`` on both backends (the PyTorch graph
+    function transposes it), so the same seed gives the same weights. "same" padding follows TensorFlow
+    (output size ``ceil(size / stride)``; an odd total padding puts the extra row/column after).
+
+    Args:
+        filters: Number of output channels.
+        kernel_size: An int or ``(kernel_h, kernel_w)``.
+        strides: An int or ``(stride_h, stride_w)``.
+        padding: "valid" (no padding) or "same".
+        activation: Activation name (see ``activations``); None for linear.
+        use_bias: Whether to add a bias.
+        kernel_initializer: Initializer of the kernel.
+        bias_initializer: Initializer of the bias.
+    """
+
+    __aliases__ = ("conv2d", "conv-2d", "convolution")
+
+    default_scope = "conv2d"
+
+    def __init__(self, filters, kernel_size, strides=1, padding="valid", activation=None, use_bias=True,
+                 kernel_initializer="glorot_uniform", bias_initializer="zeros", scope=None, **kwargs):
+        super().__init__(scope=scope, **kwargs)
+        if not isinstance(filters, int) or isinstance(filters, bool) or filters <= 0:
+            raise RLGraphSpecError(f"Conv2DLayer: filters must be a positive int, got {filters!r}.")
+        padding = str(padding).lower()
+        if padding not in ("valid", "same"):
+            raise RLGraphSpecError(f"Conv2DLayer: padding must be 'valid' or 'same', got {padding!r}.")
+        check_activation(activation)
+        self.filters = filters
+        self.kernel_size = _pair(kernel_size, "kernel_size")
+        self.strides = _pair(strides, "strides")
+        self.padding = padding
+        self.activation = activation
+        self.use_bias = use_bias
+        self.kernel_initializer = kernel_initializer
+        self.bias_initializer = bias_initializer
+        self.kernel = self.bias = None
+        self._act = None
+        self._in_shape = self._out_shape = None
+        self._torch_pad = None  # (left, right, top, bottom) for torch.nn.functional.pad, or None.
+
+    def check_input_spaces(self, input_spaces, action_space=None):
+        space = input_spaces["inputs"]
+        if not isinstance(space, FloatBox) or space.rank != 3:
+            raise RLGraphSpaceError(f"Conv2DLayer, API method 'call', argument 'inputs': expected a FloatBox of "
+                                    f"shape [height, width, channels] (plus batch/time ranks), got {space!r}. "
+                                    f"Convert integer images with a 'convert-type' preprocessor first.")
+        height, width = space.shape[:2]
+        kh, kw = self.kernel_size
+        if self.padding == "valid" and (height < kh or width < kw):
+            raise RLGraphSpaceError(f"Conv2DLayer, API method 'call', argument 'inputs': images of "
+                                    f"{height}x{width} are smaller than the {kh}x{kw} kernel with 'valid' padding.")
+
+    def create_variables(self, input_spaces, action_space=None):
+        height, width, channels = input_spaces["inputs"].shape
+        (kh, kw), (sh, sw) = self.kernel_size, self.strides
+        if self.padding == "valid":
+            out_h, out_w = (height - kh) // sh + 1, (width - kw) // sw + 1
+        else:
+            out_h, top, bottom = _same_padding(height, kh, sh)
+            out_w, left, right = _same_padding(width, kw, sw)
+            if top or bottom or left or right:
+                self._torch_pad = (left, right, top, bottom)
+        self._in_shape = (height, width, channels)
+        self._out_shape = (out_h, out_w, self.filters)
+        self.kernel = self.get_variable("kernel", shape=(kh, kw, channels, self.filters),
+                                        initializer=self.kernel_initializer)
+        if self.use_bias:
+            self.bias = self.get_variable("bias", shape=(self.filters,), initializer=self.bias_initializer)
+        self._act = get_activation(self.activation, self.backend.name)
+
+    @graph_fn(backend="tf")
+    def _graph_fn_call(self, inputs):
+        rank = inputs.shape.rank
+        images = inputs if rank == 4 else tf.reshape(inputs, (-1,) + self._in_shape)
+        out = tf.nn.conv2d(images, self.kernel, strides=(1,) + self.strides + (1,), padding=self.padding.upper())
+        if self.use_bias:
+            out = tf.nn.bias_add(out, self.bias)
+        if self._act is not None:
+            out = self._act(out)
+        if rank != 4:
+            out = tf.reshape(out, tf.concat([tf.shape(inputs)[:rank - 3], self._out_shape], axis=0))
+        return out
+
+    @graph_fn(backend="pytorch")
+    def _graph_fn_call(self, inputs):
+        lead = inputs.shape[:-3]
+        images = inputs.reshape((-1,) + self._in_shape).permute(0, 3, 1, 2)  # NCHW view of NHWC memory.
+        if self._torch_pad is not None:
+            images = torch.nn.functional.pad(images, self._torch_pad)
+        out = torch.nn.functional.conv2d(images, self.kernel.permute(3, 2, 0, 1), self.bias, stride=self.strides)
+        if self._act is not None:
+            out = self._act(out)
+        return out.permute(0, 2, 3, 1).reshape(lead + self._out_shape)
