@@ -54,7 +54,10 @@ class Component(Specifiable):
         self.graph_fns = OrderedDict(fns)
         # Filled during the build.
         self.backend = None
+        # Argument name -> space (the first received, if API methods share an argument name), and per API
+        # method: method name -> {argument name -> space}.
         self.api_input_spaces = OrderedDict()
+        self.api_method_input_spaces = OrderedDict()
         self.input_complete = False
         self.variable_complete = False
         self.built = False

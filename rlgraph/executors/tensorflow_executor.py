@@ -1,5 +1,6 @@
 """TensorFlow executor: each API method runs as one ``tf.function`` with an input signature from the spaces."""
 import os
+import zlib
 from collections import defaultdict
 
 import numpy as np
@@ -62,6 +63,9 @@ class TensorFlowExecutor(GraphExecutor):
                         return raw(*dyn)
                     return raw(**dict(zip(dynamic, dyn)), **static)
                 f = tf.function(traced, input_signature=signature, autograph=self.autograph)
+                # Random ops without an explicit seed derive theirs from the graph seed and their position in
+                # the graph; distinct graph seeds per API method keep their random streams apart.
+                tf.random.set_seed((self.seed * 1_000_003 + zlib.crc32(repr((name, key)).encode())) % 2**31)
                 f.get_concrete_function()
                 functions[key] = f
             return f

@@ -37,8 +37,14 @@ def normalize_input_space(space, where):
     raise RLGraphSpaceError(f"{where}: expected a Space, a space spec or int/float/bool, got {space!r}.")
 
 
-def _strip(space):
-    return space.strip_ranks() if isinstance(space, Space) else space
+def _signature(space):
+    """What must agree between two calls passing the same argument: structure, types, shapes, dtypes.
+
+    Ranks may differ, and so may integer bounds (an inferred IntBox has none).
+    """
+    if not isinstance(space, Space):
+        return space
+    return tuple((k, type(s).__name__, tuple(s.shape), str(s.dtype)) for k, s in space.flatten().items())
 
 
 class GraphBuilder:
@@ -99,6 +105,7 @@ class GraphBuilder:
         component.seed = self.seed
         component.variable_registry.clear()
         component.api_input_spaces.clear()
+        component.api_method_input_spaces.clear()
         component.input_complete = component.variable_complete = component.built = False
         for name, info in component.api_methods.items():
             component.__dict__[name] = types.MethodType(info.fn, component)
@@ -232,14 +239,14 @@ class GraphBuilder:
 
     def _register_api_space(self, call, arg, rec):
         comp = call.component
-        old = comp.api_input_spaces.get(arg)
-        if old is None:
-            comp.api_input_spaces[arg] = rec.space
-        elif _strip(old) != _strip(rec.space):
+        comp.api_input_spaces.setdefault(arg, rec.space)
+        per_method = comp.api_method_input_spaces.setdefault(call.info.name, {})
+        old = per_method.setdefault(arg, rec.space)
+        if _signature(old) != _signature(rec.space):
             raise RLGraphBuildError(
                 f"Component '{comp.global_scope}', API method '{call.info.name}', argument '{arg}': received "
                 f"{rec.space!r}, but an earlier call passed {old!r} for the same argument. Only the batch and time "
-                f"ranks may differ between calls."
+                f"ranks (and integer bounds) may differ between calls."
             )
 
     def _complete(self, comp):

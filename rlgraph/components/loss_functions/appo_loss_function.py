@@ -1,0 +1,109 @@
+"""The asynchronous PPO loss: PPO clipping on V-trace advantages (Sample Factory, Petrenko et al. 2020)."""
+from rlgraph.components.helpers.input_checks import check_number, check_space
+from rlgraph.components.loss_functions.impala_loss_function import IMPALALossFunction
+from rlgraph.utils.backend import tf, torch
+from rlgraph.utils.decorators import graph_fn, rlgraph_api
+from rlgraph.utils.errors import RLGraphSpaceError
+
+
+class APPOLossFunction(IMPALALossFunction):
+    """PPO's clipped surrogate (Schulman et al. 2017) on V-trace advantages, as in Sample Factory (APPO).
+
+    V-trace (``VTraceFunction``) corrects the targets ``vs`` and advantages ``A_t = pg_advantages_t`` for the
+    lag between the actors' (behaviour) policy and the learner's; PPO's ratio clipping keeps the update
+    close to the behaviour policy. Per step, with ``ratio_t = pi(a_t|x_t) / mu(a_t|x_t)``:
+
+        policy_t = -min(ratio_t A_t, clip(ratio_t, 1 - clip_ratio, 1 + clip_ratio) A_t),
+        value_t  = 0.5 (V(x_t) - vs_t)^2, or with ``value_clipping`` c (PPO2 / Sample Factory):
+                   0.5 max((V(x_t) - vs_t)^2, (V_old(x_t) + clip(V(x_t) - V_old(x_t), -c, c) - vs_t)^2),
+        loss_t   = weight_pg policy_t + weight_baseline value_t - weight_entropy H(pi(.|x_t)).
+
+    ``V_old`` are the actor's values (``behaviour_values``). The terms are averaged over time by default
+    (``time_reduction="mean"``), so ``loss`` is the mean over all steps of the batch.
+
+    Args:
+        clip_ratio: PPO's epsilon.
+        value_clipping: Clip range c of the value update around ``behaviour_values``, or None (no clipping).
+        normalize_advantages: Standardize the advantages over the whole batch (mean 0, std 1).
+        **kwargs: The arguments of ``IMPALALossFunction`` (discount, reward_clipping, weights, V-trace
+            thresholds, time_major, time_reduction).
+
+    API:
+        loss(log_probs [T, B], behaviour_log_probs [T, B], entropies [T, B], values [T, B],
+            bootstrap_values [B], rewards [T, B], terminals [T, B], behaviour_values [T, B] = None) -> loss [].
+            Arguments as for ``IMPALALossFunction``; ``behaviour_values`` (needed with ``value_clipping``):
+            V(x_t) as the actor computed it.
+        loss_per_item(same arguments) -> [B], the per-trajectory losses.
+    """
+
+    default_scope = "appo-loss-function"
+    __aliases__ = ("appo-loss",)
+
+    def __init__(self, clip_ratio=0.2, value_clipping=None, normalize_advantages=False, time_reduction="mean",
+                 scope=None, **kwargs):
+        super().__init__(time_reduction=time_reduction, scope=scope, **kwargs)
+        name = type(self).__name__
+        self.clip_ratio = check_number(name, "clip_ratio", clip_ratio, low=0.0)
+        self.value_clipping = check_number(name, "value_clipping", value_clipping, low=0.0, allow_none=True)
+        self.normalize_advantages = bool(normalize_advantages)
+
+    def check_input_spaces(self, input_spaces, action_space=None):
+        super().check_input_spaces(input_spaces, action_space)
+        check_space(self, input_spaces, "behaviour_values", "float", ranks="sequence", time_major=self.time_major,
+                    required=False)
+        if self.value_clipping is not None and input_spaces.get("behaviour_values") is None:
+            raise RLGraphSpaceError(f"{type(self).__name__}, API method 'loss'/'loss_per_item', argument "
+                                    f"'behaviour_values': value_clipping={self.value_clipping} needs the actor's "
+                                    f"values V_old(x_t) [T, B].")
+
+    @rlgraph_api
+    def loss(self, log_probs, behaviour_log_probs, entropies, values, bootstrap_values, rewards, terminals,
+             behaviour_values=None):
+        return self._graph_fn_average(self.loss_per_item(log_probs, behaviour_log_probs, entropies, values,
+                                                         bootstrap_values, rewards, terminals, behaviour_values))
+
+    @rlgraph_api
+    def loss_per_item(self, log_probs, behaviour_log_probs, entropies, values, bootstrap_values, rewards, terminals,
+                      behaviour_values=None):
+        rewards, discounts = self._graph_fn_clip_rewards_and_discount(rewards, terminals)
+        vs, pg_advantages = self.v_trace_function.calc_v_trace_values(log_probs, behaviour_log_probs, discounts,
+                                                                      rewards, values, bootstrap_values)
+        return self._graph_fn_ppo_loss_per_item(log_probs, behaviour_log_probs, entropies, values, behaviour_values,
+                                                vs, pg_advantages)
+
+    # --- TensorFlow ------------------------------------------------------------------------------------
+    @graph_fn(backend="tf")
+    def _graph_fn_ppo_loss_per_item(self, log_probs, behaviour_log_probs, entropies, values, behaviour_values, vs,
+                                    advantages):
+        if self.normalize_advantages:
+            mean, variance = tf.nn.moments(advantages, axes=[0, 1])
+            advantages = (advantages - mean) / (tf.sqrt(variance) + 1e-8)
+        ratio = tf.exp(log_probs - tf.stop_gradient(behaviour_log_probs))
+        clipped_ratio = tf.clip_by_value(ratio, 1.0 - self.clip_ratio, 1.0 + self.clip_ratio)
+        policy = -tf.minimum(ratio * advantages, clipped_ratio * advantages)
+        value = tf.square(values - vs)
+        if self.value_clipping is not None:
+            clipped = behaviour_values + tf.clip_by_value(values - behaviour_values, -self.value_clipping,
+                                                          self.value_clipping)
+            value = tf.maximum(value, tf.square(clipped - vs))
+        per_step = self.weight_pg * policy + self.weight_baseline * 0.5 * value - self.weight_entropy * entropies
+        reduce = tf.reduce_sum if self.time_reduction == "sum" else tf.reduce_mean
+        return reduce(per_step, axis=0 if self.time_major else 1)
+
+    # --- PyTorch -----------------------------------------------------------------------------------------
+    @graph_fn(backend="pytorch")
+    def _graph_fn_ppo_loss_per_item(self, log_probs, behaviour_log_probs, entropies, values, behaviour_values, vs,
+                                    advantages):
+        if self.normalize_advantages:
+            advantages = (advantages - advantages.mean()) / (advantages.std(correction=0) + 1e-8)
+        ratio = torch.exp(log_probs - behaviour_log_probs.detach())
+        clipped_ratio = torch.clamp(ratio, 1.0 - self.clip_ratio, 1.0 + self.clip_ratio)
+        policy = -torch.minimum(ratio * advantages, clipped_ratio * advantages)
+        value = torch.square(values - vs)
+        if self.value_clipping is not None:
+            clipped = behaviour_values + torch.clamp(values - behaviour_values, -self.value_clipping,
+                                                     self.value_clipping)
+            value = torch.maximum(value, torch.square(clipped - vs))
+        per_step = self.weight_pg * policy + self.weight_baseline * 0.5 * value - self.weight_entropy * entropies
+        reduce = torch.sum if self.time_reduction == "sum" else torch.mean
+        return reduce(per_step, dim=0 if self.time_major else 1)

@@ -1,0 +1,127 @@
+"""The IMPALA actor-critic loss with V-trace targets (Espeholt et al. 2018)."""
+from rlgraph.components.helpers.input_checks import check_number, check_space
+from rlgraph.components.helpers.v_trace_function import VTraceFunction
+from rlgraph.components.loss_functions.loss_function import LossFunction
+from rlgraph.utils.backend import tf, torch
+from rlgraph.utils.decorators import graph_fn, rlgraph_api
+from rlgraph.utils.errors import RLGraphSpecError
+
+#: Accepted values of ``reward_clipping``.
+REWARD_CLIPPINGS = ("clamp_one", "soft_asymmetric", None)
+
+
+class IMPALALossFunction(LossFunction):
+    """V-trace actor-critic loss on unrolls with episode boundaries (Espeholt et al. 2018, section 4.2).
+
+    Per step, with V-trace targets ``vs`` and advantages ``pg_advantages`` (constants for the gradients,
+    see ``VTraceFunction``) computed from the clipped rewards and ``discounts = discount * (1 - terminals)``:
+
+        loss_t = -weight_pg * log pi(a_t|x_t) * pg_advantages_t
+                 + weight_baseline * 0.5 * (vs_t - V(x_t))^2
+                 - weight_entropy * H(pi(.|x_t)).
+
+    As in the reference implementation (deepmind/scalable_agent, experiment.py) the terms are summed over
+    time (``time_reduction="sum"``); ``loss_per_item`` is that sum per trajectory [B] and ``loss`` its mean
+    over the batch, i.e. the reference's total loss divided by B.
+
+    Args:
+        discount: The discount factor gamma.
+        reward_clipping: "clamp_one" (clip to [-1, 1]), "soft_asymmetric" (``5 tanh(r / 5)``, times 0.3 for
+            negative rewards, as in the reference) or None.
+        weight_pg: Weight of the policy-gradient term.
+        weight_baseline: Weight of the baseline (value) term.
+        weight_entropy: Weight of the entropy bonus.
+        rho_bar, rho_bar_pg, c_bar, lambda_: V-trace clipping thresholds and trace decay (``VTraceFunction``).
+        time_major: Whether unrolls are [T, B] (True) or [B, T] (False).
+        time_reduction: "sum" or "mean" of the per-step terms over time.
+
+    API:
+        loss(log_probs [T, B], behaviour_log_probs [T, B], entropies [T, B], values [T, B],
+            bootstrap_values [B], rewards [T, B], terminals [T, B]) -> loss [].
+            ``log_probs``: log pi(a_t|x_t) of the taken actions under the learner's policy (gradients flow
+            through it); ``behaviour_log_probs``: log mu(a_t|x_t) recorded by the actor; ``entropies``:
+            H(pi(.|x_t)); ``values``: V(x_t) of the learner's baseline; ``bootstrap_values``: V(x_T);
+            ``terminals[t]``: the episode ended with step t.
+        loss_per_item(same arguments) -> [B], the per-trajectory losses.
+    """
+
+    default_scope = "impala-loss-function"
+    __aliases__ = ("impala-loss",)
+
+    #: The API arguments laid out as sequences, with their kinds.
+    sequence_args = (("log_probs", "float"), ("behaviour_log_probs", "float"), ("entropies", "float"),
+                     ("values", "float"), ("rewards", "float"), ("terminals", "flag"))
+
+    def __init__(self, discount=0.99, reward_clipping="clamp_one", weight_pg=1.0, weight_baseline=0.5,
+                 weight_entropy=0.01, rho_bar=1.0, rho_bar_pg=1.0, c_bar=1.0, lambda_=1.0, time_major=True,
+                 time_reduction="sum", scope=None, **kwargs):
+        self.v_trace_function = VTraceFunction(rho_bar=rho_bar, rho_bar_pg=rho_bar_pg, c_bar=c_bar, lambda_=lambda_,
+                                               time_major=time_major)
+        super().__init__(self.v_trace_function, scope=scope, **kwargs)
+        name = type(self).__name__
+        self.discount = check_number(name, "discount", discount, 0.0, 1.0)
+        if reward_clipping not in REWARD_CLIPPINGS:
+            raise RLGraphSpecError(f"{name}: reward_clipping must be one of {REWARD_CLIPPINGS}, "
+                                   f"got {reward_clipping!r}.")
+        self.reward_clipping = reward_clipping
+        self.weight_pg = check_number(name, "weight_pg", weight_pg)
+        self.weight_baseline = check_number(name, "weight_baseline", weight_baseline)
+        self.weight_entropy = check_number(name, "weight_entropy", weight_entropy)
+        self.time_major = bool(time_major)
+        if time_reduction not in ("sum", "mean"):
+            raise RLGraphSpecError(f"{name}: time_reduction must be 'sum' or 'mean', got {time_reduction!r}.")
+        self.time_reduction = time_reduction
+
+    def check_input_spaces(self, input_spaces, action_space=None):
+        for arg, kind in self.sequence_args:
+            check_space(self, input_spaces, arg, kind, ranks="sequence", time_major=self.time_major)
+        check_space(self, input_spaces, "bootstrap_values", "float", ranks="batch")
+
+    @rlgraph_api
+    def loss(self, log_probs, behaviour_log_probs, entropies, values, bootstrap_values, rewards, terminals):
+        return self._graph_fn_average(self.loss_per_item(log_probs, behaviour_log_probs, entropies, values,
+                                                         bootstrap_values, rewards, terminals))
+
+    @rlgraph_api
+    def loss_per_item(self, log_probs, behaviour_log_probs, entropies, values, bootstrap_values, rewards, terminals):
+        rewards, discounts = self._graph_fn_clip_rewards_and_discount(rewards, terminals)
+        vs, pg_advantages = self.v_trace_function.calc_v_trace_values(log_probs, behaviour_log_probs, discounts,
+                                                                      rewards, values, bootstrap_values)
+        return self._graph_fn_loss_per_item(log_probs, entropies, values, vs, pg_advantages)
+
+    def _step_losses(self, log_probs, entropies, values, vs, pg_advantages):
+        """The per-step losses [T, B] (arithmetic only, so it serves both backends' graph functions)."""
+        return (-self.weight_pg * log_probs * pg_advantages + self.weight_baseline * 0.5 * (vs - values) ** 2
+                - self.weight_entropy * entropies)
+
+    # --- TensorFlow ------------------------------------------------------------------------------------
+    @graph_fn(backend="tf")
+    def _graph_fn_clip_rewards_and_discount(self, rewards, terminals):
+        if self.reward_clipping == "clamp_one":
+            rewards = tf.clip_by_value(rewards, -1.0, 1.0)
+        elif self.reward_clipping == "soft_asymmetric":
+            squeezed = tf.tanh(rewards / 5.0) * 5.0
+            rewards = tf.where(rewards < 0.0, 0.3 * squeezed, squeezed)
+        return rewards, self.discount * (1.0 - tf.cast(terminals, rewards.dtype))
+
+    @graph_fn(backend="tf")
+    def _graph_fn_loss_per_item(self, log_probs, entropies, values, vs, pg_advantages):
+        per_step = self._step_losses(log_probs, entropies, values, vs, pg_advantages)
+        reduce = tf.reduce_sum if self.time_reduction == "sum" else tf.reduce_mean
+        return reduce(per_step, axis=0 if self.time_major else 1)
+
+    # --- PyTorch -----------------------------------------------------------------------------------------
+    @graph_fn(backend="pytorch")
+    def _graph_fn_clip_rewards_and_discount(self, rewards, terminals):
+        if self.reward_clipping == "clamp_one":
+            rewards = torch.clamp(rewards, -1.0, 1.0)
+        elif self.reward_clipping == "soft_asymmetric":
+            squeezed = torch.tanh(rewards / 5.0) * 5.0
+            rewards = torch.where(rewards < 0.0, 0.3 * squeezed, squeezed)
+        return rewards, self.discount * (1.0 - terminals.to(rewards.dtype))
+
+    @graph_fn(backend="pytorch")
+    def _graph_fn_loss_per_item(self, log_probs, entropies, values, vs, pg_advantages):
+        per_step = self._step_losses(log_probs, entropies, values, vs, pg_advantages)
+        reduce = torch.sum if self.time_reduction == "sum" else torch.mean
+        return reduce(per_step, dim=0 if self.time_major else 1)

@@ -1,0 +1,157 @@
+"""The R2D2 sequence loss: n-step double Q-learning with value rescaling and burn-in (Kapturowski et al. 2019)."""
+from rlgraph.components.helpers.input_checks import check_number, check_same_item_shape, check_space
+from rlgraph.components.helpers.n_step_returns import NStepReturns
+from rlgraph.components.helpers.value_function_rescaling import ValueFunctionRescaling
+from rlgraph.components.loss_functions.loss_function import LossFunction
+from rlgraph.utils.backend import tf, torch
+from rlgraph.utils.decorators import graph_fn, rlgraph_api
+from rlgraph.utils.errors import RLGraphRuntimeError
+
+
+class R2D2LossFunction(LossFunction):
+    """Recurrent replay DQN loss on stored sequences (R2D2, Kapturowski et al. 2019).
+
+    A sequence of T steps holds ``burn_in`` steps that only warm up the recurrent state, then the trained
+    steps ``t`` in ``[burn_in, T - n_step)``; its last ``n_step`` steps only serve as bootstrap states. For a
+    trained step, with ``h`` the value rescaling (``ValueFunctionRescaling``, Pohlen et al. 2018):
+
+        a*_{t+n} = argmax_a Q(s_{t+n}, a)                                   (online network: double Q)
+        y_t      = h(sum_{k<n} gamma^k r_{t+k} + gamma^n h^-1(Q_target(s_{t+n}, a*_{t+n})))
+        delta_t  = y_t - Q(s_t, a_t)
+
+    where a terminal inside ``[t, t + n)`` cuts the sum and drops the bootstrap term (``NStepReturns``).
+    The per-sequence loss is the mean over the trained steps of ``0.5 delta_t^2`` (or the Huber loss); the
+    burn-in and bootstrap-only steps contribute nothing (also no gradients). The sequence's new replay
+    priority is ``eta max_t |delta_t| + (1 - eta) mean_t |delta_t|`` over the trained steps.
+
+    Sequences must be longer than ``burn_in + n_step``; a shorter one raises ``RLGraphRuntimeError``.
+
+    Args:
+        burn_in: Number of leading steps left out of the loss.
+        n_step: The n of the n-step targets.
+        discount: The discount factor gamma.
+        epsilon: The value rescaling's epsilon (``h(x) = sign(x)(sqrt(|x|+1) - 1) + epsilon x``).
+        eta: Mix of max and mean in the priorities.
+        huber_loss: Use the Huber loss with ``huber_delta`` instead of ``0.5 delta^2``.
+        huber_delta: Where the Huber loss turns from quadratic to linear.
+        importance_weights: Weight each sequence's loss by ``importance_weights`` in ``loss``.
+        time_major: Whether sequences are batch-major [B, T] (False, as a replay memory returns them) or
+            time-major [T, B] (True). The shapes below are batch-major.
+
+    API:
+        loss(q_values [B, T, A], target_q_values [B, T, A], actions [B, T], rewards [B, T], terminals [B, T],
+            importance_weights [B] = None) -> (loss [], priorities [B]).
+            ``q_values`` = Q(s_t, .) of the online network and ``target_q_values`` = Q_target(s_t, .) of the
+            target network over the whole sequence; ``rewards[t]``/``terminals[t]`` belong to step t (the
+            episode ended with step t).
+        loss_per_item(q_values, target_q_values, actions, rewards, terminals) -> [B], per-sequence losses.
+    """
+
+    default_scope = "r2d2-loss-function"
+    __aliases__ = ("r2d2-loss",)
+
+    def __init__(self, burn_in=40, n_step=5, discount=0.997, epsilon=1e-3, eta=0.9, huber_loss=False,
+                 huber_delta=1.0, importance_weights=False, time_major=False, scope=None, **kwargs):
+        name = type(self).__name__
+        self.n_step = check_number(name, "n_step", n_step, low=1, integer=True)
+        self.discount = check_number(name, "discount", discount, 0.0, 1.0)
+        self.time_major = bool(time_major)
+        self.value_rescaling = ValueFunctionRescaling(epsilon=epsilon)
+        self.n_step_returns = NStepReturns(n_step=self.n_step, discount=self.discount, time_major=self.time_major)
+        super().__init__(self.value_rescaling, self.n_step_returns, scope=scope, **kwargs)
+        self.burn_in = check_number(name, "burn_in", burn_in, low=0, integer=True)
+        self.eta = check_number(name, "eta", eta, 0.0, 1.0)
+        self.huber_loss = bool(huber_loss)
+        self.huber_delta = check_number(name, "huber_delta", huber_delta, positive=True)
+        self.importance_weights = bool(importance_weights)
+
+    def check_input_spaces(self, input_spaces, action_space=None):
+        for arg in ("q_values", "target_q_values"):
+            check_space(self, input_spaces, arg, "float", rank=1, ranks="sequence", time_major=self.time_major)
+        check_same_item_shape(self, input_spaces, "q_values", "target_q_values")
+        check_space(self, input_spaces, "actions", "int", ranks="sequence", time_major=self.time_major)
+        check_space(self, input_spaces, "rewards", "float", ranks="sequence", time_major=self.time_major)
+        check_space(self, input_spaces, "terminals", "flag", ranks="sequence", time_major=self.time_major)
+        check_space(self, input_spaces, "importance_weights", "float", required=False)
+
+    @rlgraph_api
+    def loss(self, q_values, target_q_values, actions, rewards, terminals, importance_weights=None):
+        weights = self.select_importance_weights(importance_weights, self.importance_weights)
+        loss_per_item, priorities = self._sequence_losses(q_values, target_q_values, actions, rewards, terminals)
+        return self._graph_fn_average(loss_per_item, weights), priorities
+
+    @rlgraph_api
+    def loss_per_item(self, q_values, target_q_values, actions, rewards, terminals):
+        loss_per_item, _ = self._sequence_losses(q_values, target_q_values, actions, rewards, terminals)
+        return loss_per_item
+
+    def _sequence_losses(self, q_values, target_q_values, actions, rewards, terminals):
+        """Wires the computation (called from the API bodies); returns (per-sequence losses, priorities)."""
+        q_taken, target_q_best = self._graph_fn_select_q_values(q_values, target_q_values, actions)
+        bootstrap_values = self.value_rescaling.inverse_rescale(target_q_best)
+        returns = self.n_step_returns.calc_n_step_returns(rewards, terminals, bootstrap_values)
+        targets = self.value_rescaling.rescale(returns)
+        return self._graph_fn_sequence_losses(q_taken, targets)
+
+    # --- TensorFlow ------------------------------------------------------------------------------------
+    @graph_fn(backend="tf")
+    def _graph_fn_select_q_values(self, q_values, target_q_values, actions):
+        """Q(s_t, a_t) and Q_target(s_t, argmax_a Q(s_t, a)), both [B, T]."""
+        num_actions = tf.shape(q_values)[-1]
+        q_taken = tf.reduce_sum(q_values * tf.one_hot(actions, num_actions, dtype=q_values.dtype), axis=-1)
+        best = tf.one_hot(tf.argmax(q_values, axis=-1), num_actions, dtype=target_q_values.dtype)
+        return q_taken, tf.stop_gradient(tf.reduce_sum(target_q_values * best, axis=-1))
+
+    @graph_fn(backend="tf")
+    def _graph_fn_sequence_losses(self, q_taken, targets):
+        time_axis = 0 if self.time_major else 1
+        length = tf.shape(q_taken)[time_axis]
+        check = tf.debugging.assert_greater(
+            length, self.burn_in + self.n_step,
+            message=f"R2D2LossFunction: sequences must be longer than burn_in + n_step = {self.burn_in + self.n_step}")
+        with tf.control_dependencies([check]):
+            steps = tf.range(length)
+        mask = tf.cast((steps >= self.burn_in) & (steps < length - self.n_step), q_taken.dtype)
+        mask = mask[:, None] if self.time_major else mask[None, :]
+        td_errors = (tf.stop_gradient(targets) - q_taken) * mask
+        if self.huber_loss:
+            abs_td = tf.abs(td_errors)
+            losses = tf.where(abs_td <= self.huber_delta, 0.5 * tf.square(td_errors),
+                              self.huber_delta * (abs_td - 0.5 * self.huber_delta))
+        else:
+            losses = 0.5 * tf.square(td_errors)
+        count = tf.reduce_sum(mask, axis=time_axis)
+        abs_td = tf.stop_gradient(tf.abs(td_errors))
+        priorities = (self.eta * tf.reduce_max(abs_td, axis=time_axis)
+                      + (1.0 - self.eta) * tf.reduce_sum(abs_td, axis=time_axis) / count)
+        return tf.reduce_sum(losses, axis=time_axis) / count, priorities
+
+    # --- PyTorch -----------------------------------------------------------------------------------------
+    @graph_fn(backend="pytorch")
+    def _graph_fn_select_q_values(self, q_values, target_q_values, actions):
+        q_taken = q_values.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+        best = q_values.argmax(dim=-1, keepdim=True)
+        return q_taken, target_q_values.gather(-1, best).squeeze(-1).detach()
+
+    @graph_fn(backend="pytorch")
+    def _graph_fn_sequence_losses(self, q_taken, targets):
+        time_axis = 0 if self.time_major else 1
+        length = q_taken.shape[time_axis]
+        if length <= self.burn_in + self.n_step and not self.in_build_run:
+            raise RLGraphRuntimeError(f"R2D2LossFunction: sequences must be longer than burn_in + n_step = "
+                                      f"{self.burn_in + self.n_step}, got length {length}.")
+        steps = torch.arange(length, device=q_taken.device)
+        mask = ((steps >= self.burn_in) & (steps < length - self.n_step)).to(q_taken.dtype)
+        mask = mask[:, None] if self.time_major else mask[None, :]
+        td_errors = (targets.detach() - q_taken) * mask
+        if self.huber_loss:
+            abs_td = td_errors.abs()
+            losses = torch.where(abs_td <= self.huber_delta, 0.5 * td_errors.square(),
+                                 self.huber_delta * (abs_td - 0.5 * self.huber_delta))
+        else:
+            losses = 0.5 * td_errors.square()
+        # The build's sample sequences may be shorter than burn_in + n_step: keep the division defined.
+        count = torch.clamp(mask.sum(dim=time_axis), min=1.0)
+        abs_td = td_errors.detach().abs()
+        priorities = self.eta * abs_td.amax(dim=time_axis) + (1.0 - self.eta) * abs_td.sum(dim=time_axis) / count
+        return losses.sum(dim=time_axis) / count, priorities

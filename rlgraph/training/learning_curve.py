@@ -1,0 +1,36 @@
+"""Learning-curve plot of a training run."""
+import numpy as np
+
+
+def plot_learning_curve(path, env_steps, returns, target_return=None, title="", window=100):
+    """Writes a PNG of episode returns over environment steps, with their running mean.
+
+    Args:
+        path: Output PNG path.
+        env_steps: Environment step at which each episode ended.
+        returns: Return of each episode.
+        target_return: Drawn as a dashed line if given.
+        title: Plot title.
+        window: Episodes in the running mean.
+    """
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
+    steps, rets = np.asarray(env_steps, dtype=np.float64), np.asarray(returns, dtype=np.float64)
+    if len(rets):
+        ax.plot(steps, rets, ".", alpha=0.25, markersize=3, label="episode return")
+        mean = np.convolve(rets, np.ones(min(window, len(rets))) / min(window, len(rets)), mode="valid")
+        ax.plot(steps[len(steps) - len(mean):], mean, linewidth=2, label=f"mean of last {min(window, len(rets))}")
+    if target_return is not None:
+        ax.axhline(target_return, linestyle="--", color="gray", label=f"target {target_return:g}")
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("return")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -1,0 +1,181 @@
+"""Training runs: progress, TensorBoard scalars, checkpoints and resume, summary and learning curve."""
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+from collections import deque
+
+import numpy as np
+
+from rlgraph.training.learning_curve import plot_learning_curve
+from rlgraph.utils.errors import RLGraphError
+
+logger = logging.getLogger(__name__)
+
+STATE_FILE = "trainer_state.json"
+
+
+class Trainer:
+    """Runs a worker until a step or time budget is spent, and records everything a user expects.
+
+    The worker must offer ``run(num_env_steps) -> dict`` with ``env_steps`` (int, steps just taken),
+    ``episodes`` (list of ``(return, length)`` finished since the last call) and ``results`` (list of
+    update-result dicts), plus ``store(path)`` / ``load(path)`` for its agent's model.
+
+    Args:
+        worker: The worker.
+        logdir: Directory for TensorBoard events, checkpoints, ``summary.json`` and ``learning_curve.png``.
+        max_steps: Stop after this many environment steps (total, across resumes).
+        max_seconds: Stop after this many wall seconds (total, across resumes).
+        target_return: The return the run aims at (mean of the last 100 episodes); the first time and step
+            count it is reached are recorded.
+        stop_at_target: Stop as soon as the target is reached.
+        chunk_steps: Environment steps per ``worker.run`` call (the granularity of logging and stopping).
+        checkpoint_every_seconds: How often to write a checkpoint.
+        resume: Continue from the checkpoint in ``logdir`` (step counts, returns and model).
+        metadata: Written into ``summary.json`` (e.g. agent type, backend, environment id).
+        progress: Show a live progress bar (default: when stderr is a terminal).
+    """
+
+    def __init__(self, worker, logdir, max_steps=None, max_seconds=None, target_return=None, stop_at_target=False,
+                 chunk_steps=1000, checkpoint_every_seconds=60.0, resume=False, metadata=None, progress=None):
+        if max_steps is None and max_seconds is None:
+            raise RLGraphError("Trainer needs max_steps or max_seconds.")
+        self.worker = worker
+        self.logdir = logdir
+        self.max_steps = max_steps
+        self.max_seconds = max_seconds
+        self.target_return = target_return
+        self.stop_at_target = stop_at_target
+        self.chunk_steps = int(chunk_steps)
+        self.checkpoint_every_seconds = checkpoint_every_seconds
+        self.metadata = dict(metadata or {})
+        self.progress = sys.stderr.isatty() if progress is None else progress
+        self.checkpoint_dir = os.path.join(logdir, "checkpoint")
+        self.state = dict(env_steps=0, wall_seconds=0.0, episodes=0, episode_steps=[], episode_returns=[],
+                          seconds_to_target=None, steps_to_target=None, updates=0)
+        os.makedirs(logdir, exist_ok=True)
+        if resume:
+            self._load_checkpoint()
+
+    # --- checkpoints ------------------------------------------------------------------------------------
+    def _load_checkpoint(self):
+        state_path = os.path.join(self.checkpoint_dir, STATE_FILE)
+        if not os.path.isfile(state_path):
+            raise RLGraphError(f"--resume: no checkpoint in '{self.checkpoint_dir}'.")
+        with open(state_path) as f:
+            state = json.load(f)
+        if state.get("metadata", {}).get("config_hash") != self.metadata.get("config_hash"):
+            raise RLGraphError(f"--resume: the checkpoint in '{self.checkpoint_dir}' was written for another "
+                               f"config; start a new logdir or use the same config.")
+        self.worker.load(os.path.join(self.checkpoint_dir, "model"))
+        self.state.update(state["state"])
+        logger.info("Resumed from %s at %d env steps.", self.checkpoint_dir, self.state["env_steps"])
+
+    def save_checkpoint(self):
+        """Writes model and counters to a temporary directory, then swaps it in (a crash keeps the old one)."""
+        tmp = self.checkpoint_dir + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+        self.worker.store(os.path.join(tmp, "model"))
+        with open(os.path.join(tmp, STATE_FILE), "w") as f:
+            json.dump({"state": self.state, "metadata": self.metadata}, f)
+        old = self.checkpoint_dir + ".old"
+        shutil.rmtree(old, ignore_errors=True)
+        if os.path.isdir(self.checkpoint_dir):
+            os.rename(self.checkpoint_dir, old)
+        os.rename(tmp, self.checkpoint_dir)
+        shutil.rmtree(old, ignore_errors=True)
+
+    # --- the run ------------------------------------------------------------------------------------------
+    def mean_return(self, last=100):
+        rets = self.state["episode_returns"][-last:]
+        return float(np.mean(rets)) if rets else float("nan")
+
+    def _done(self, elapsed):
+        if self.max_steps is not None and self.state["env_steps"] >= self.max_steps:
+            return True
+        if self.max_seconds is not None and elapsed >= self.max_seconds:
+            return True
+        return self.stop_at_target and self.state["steps_to_target"] is not None
+
+    def train(self):
+        """Runs until the budget is spent (or Ctrl-C); returns the summary dict."""
+        from tensorboardX import SummaryWriter
+        from tqdm import tqdm
+
+        writer = SummaryWriter(self.logdir)
+        start = time.perf_counter() - self.state["wall_seconds"]
+        last_checkpoint = time.perf_counter()
+        recent = deque(maxlen=20)
+        bar = tqdm(total=self.max_steps, initial=self.state["env_steps"], unit="step", disable=not self.progress,
+                   dynamic_ncols=True, mininterval=0.5)
+        interrupted = False
+        try:
+            while not self._done(time.perf_counter() - start):
+                chunk = self.chunk_steps
+                if self.max_steps is not None:
+                    chunk = max(1, min(chunk, self.max_steps - self.state["env_steps"]))
+                t0 = time.perf_counter()
+                out = self.worker.run(chunk)
+                dt = time.perf_counter() - t0
+                self._record(out, writer, start)
+                recent.append((out["env_steps"], dt))
+                rate = sum(s for s, _ in recent) / max(sum(t for _, t in recent), 1e-9)
+                writer.add_scalar("perf/env_steps_per_second", rate, self.state["env_steps"])
+                bar.update(out["env_steps"])
+                loss = next((r["loss"] for r in reversed(out["results"]) if "loss" in r), None)
+                bar.set_postfix(steps_s=f"{rate:,.0f}", episodes=self.state["episodes"],
+                                mean_return=f"{self.mean_return():.1f}",
+                                loss="-" if loss is None else f"{float(loss):.4g}", refresh=False)
+                if time.perf_counter() - last_checkpoint >= self.checkpoint_every_seconds:
+                    self.state["wall_seconds"] = time.perf_counter() - start
+                    self.save_checkpoint()
+                    last_checkpoint = time.perf_counter()
+        except KeyboardInterrupt:
+            interrupted = True
+            logger.warning("Interrupted: writing a checkpoint to %s.", self.checkpoint_dir)
+        finally:
+            bar.close()
+            self.state["wall_seconds"] = time.perf_counter() - start
+            self.save_checkpoint()
+            writer.close()
+        return self._finish(interrupted)
+
+    def _record(self, out, writer, start):
+        st = self.state
+        st["env_steps"] += int(out["env_steps"])
+        st["updates"] += len(out["results"])
+        for ret, length in out["episodes"]:
+            st["episodes"] += 1
+            st["episode_returns"].append(float(ret))
+            st["episode_steps"].append(st["env_steps"])
+            writer.add_scalar("episode/return", float(ret), st["env_steps"])
+            writer.add_scalar("episode/length", int(length), st["env_steps"])
+        if out["episodes"]:
+            writer.add_scalar("episode/mean_return_100", self.mean_return(), st["env_steps"])
+        for key in sorted({k for r in out["results"] for k in r}):
+            values = [float(np.mean(r[key])) for r in out["results"] if key in r]
+            writer.add_scalar(f"update/{key}", float(np.mean(values)), st["env_steps"])
+        if (self.target_return is not None and st["steps_to_target"] is None and len(st["episode_returns"]) >= 20
+                and self.mean_return() >= self.target_return):
+            st["steps_to_target"] = st["env_steps"]
+            st["seconds_to_target"] = time.perf_counter() - start
+
+    def _finish(self, interrupted):
+        st = self.state
+        summary = dict(self.metadata, env_steps=st["env_steps"], wall_seconds=round(st["wall_seconds"], 3),
+                       episodes=st["episodes"], updates=st["updates"],
+                       final_mean_return=None if not st["episode_returns"] else round(self.mean_return(), 3),
+                       target_return=self.target_return, seconds_to_target=st["seconds_to_target"],
+                       steps_to_target=st["steps_to_target"],
+                       env_steps_per_second=round(st["env_steps"] / max(st["wall_seconds"], 1e-9), 1),
+                       interrupted=interrupted)
+        with open(os.path.join(self.logdir, "summary.json"), "w") as f:
+            json.dump(summary, f, indent=1)
+        plot_learning_curve(os.path.join(self.logdir, "learning_curve.png"), st["episode_steps"],
+                            st["episode_returns"], self.target_return,
+                            title=f"{self.metadata.get('agent', '')} {self.metadata.get('env', '')}".strip())
+        return summary
