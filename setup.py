@@ -15,7 +15,8 @@ setup(
     description="Deep reinforcement learning as graphs of reusable components, on TensorFlow or PyTorch.",
     packages=find_packages(include=["rlgraph", "rlgraph.*"]),
     python_requires=">=3.11",
-    install_requires=["numpy>=2,<3", "optree>=0.13", "gymnasium>=1.0,<2", "tqdm>=4.66"],
+    install_requires=["numpy>=2,<3", "optree>=0.13", "gymnasium>=1.0,<2", "tqdm>=4.66", "tensorboardX>=2.6",
+                      "matplotlib>=3.8"],
     extras_require=EXTRAS,
     entry_points={
         "console_scripts": ["rlgraph=rlgraph.cli:main"],

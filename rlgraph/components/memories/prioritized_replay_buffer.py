@@ -201,3 +201,31 @@ class PrioritizedReplayBuffer(object):
     def get_priorities(self, indices):
         """Returns the stored priorities (raw priority ** alpha) at `indices`."""
         return self._tree.get(indices)
+
+    def get_state(self):
+        """Returns a copy of the whole mutable state (storage, trees, counters, generator state)."""
+        return {
+            "storage": None if self._storage is None else {k: v.copy() for k, v in self._storage.items()},
+            "sum_tree": self._tree.sum_tree.values.copy(),
+            "min_tree": self._tree.min_tree.values.copy(),
+            "size": self._size,
+            "next_index": self._next_index,
+            "max_priority": self.max_priority,
+            "rng": self.rng.bit_generator.state,
+        }
+
+    def set_state(self, state):
+        """Restores what `get_state` returned (the arrays are copied in place)."""
+        if state["storage"] is None:
+            self._storage = None
+        else:
+            if self._storage is None or set(self._storage) != set(state["storage"]):
+                self._storage = {k: np.empty_like(v) for k, v in state["storage"].items()}
+            for k, v in state["storage"].items():
+                self._storage[k][...] = v
+        self._tree.sum_tree.values[...] = state["sum_tree"]
+        self._tree.min_tree.values[...] = state["min_tree"]
+        self._size = int(state["size"])
+        self._next_index = int(state["next_index"])
+        self.max_priority = float(state["max_priority"])
+        self.rng.bit_generator.state = state["rng"]

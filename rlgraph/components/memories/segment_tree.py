@@ -44,7 +44,7 @@ def check_priorities(values, what="priorities"):
     if values.size and not (np.isfinite(values).all() and values.min() >= 0.0):
         bad = values[~(np.isfinite(values) & (values >= 0.0))]
         raise RLGraphError(
-            "All {} must be finite and >= 0; got {} bad value(s), e.g. {!r}.".format(what, bad.size, bad[0])
+            "All {} must be finite and >= 0; got {} bad value(s), e.g. {!r}.".format(what, bad.size, float(bad[0]))
         )
     return values
 

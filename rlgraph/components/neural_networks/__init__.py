@@ -1,4 +1,5 @@
 """Neural networks built from layers."""
+from rlgraph.components.neural_networks.multi_input_stream_network import MultiInputStreamNetwork
 from rlgraph.components.neural_networks.neural_network import NeuralNetwork
 
-__all__ = ["NeuralNetwork"]
+__all__ = ["MultiInputStreamNetwork", "NeuralNetwork"]
