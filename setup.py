@@ -4,7 +4,7 @@ EXTRAS = {
     "tf": ["tensorflow-cpu==2.21.*"],
     "pytorch": ["torch==2.13.0"],
     "ray": ["ray[default]==2.60.*"],
-    "gym": ["gymnasium>=1.0,<2", "ale-py>=0.10"],
+    "gym": ["gymnasium>=1.0,<2", "ale-py>=0.10", "opencv-python-headless>=4.8"],
     "test": ["pytest>=8", "pytest-xdist>=3", "pytest-timeout>=2"],
 }
 EXTRAS["all"] = sorted({d for k, v in EXTRAS.items() if k != "test" for d in v})

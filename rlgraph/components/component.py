@@ -61,8 +61,8 @@ class Component(Specifiable):
         self.input_complete = False
         self.variable_complete = False
         self.built = False
-        # True while an eager backend runs graph functions on the build's sample values (whose effects
-        # are undone afterwards); run-time checks that only make sense on real data may skip then.
+        # True while the build runs graph functions on sample values (twice, with different batch sizes;
+        # effects are undone afterwards); run-time checks that only make sense on real data may skip then.
         self.in_build_run = False
         self.variable_registry = OrderedDict()
         self.seed = 0

@@ -16,10 +16,10 @@ from rlgraph.utils.errors import (RLGraphBackendError, RLGraphBuildError, RLGrap
 
 logger = logging.getLogger(__name__)
 
-#: Sizes of the batch and time dimensions of the sample values the build runs graph functions on. Output
-#: dimensions of these sizes (at the front) are read as batch / time ranks, so they are odd on purpose.
-BUILD_BATCH_SIZE = 7
-BUILD_TIME_SIZE = 5
+#: The build runs every graph function twice, on sample values with these (batch, time) sizes. Leading
+#: output dimensions that follow the batch (time) size from one run to the other are batch (time) ranks.
+BUILD_SIZES = ((7, 5), (11, 3))
+BUILD_BATCH_SIZE, BUILD_TIME_SIZE = BUILD_SIZES[0]
 
 PYTHON_TYPES = (int, float, bool)
 
@@ -83,7 +83,7 @@ class GraphBuilder:
         try:
             for c in components:
                 self._bind(c)
-                c.in_build_run = self.backend.build_runs_eagerly
+                c.in_build_run = True
             self.backend.run_build(lambda: self._propagate(meta, input_spaces))
         except BaseException:
             for c in components:
@@ -229,8 +229,8 @@ class GraphBuilder:
             raise RLGraphBuildError(f"Graph functions never received all their input spaces: "
                                     f"{', '.join(n.name for n in pending)}.")
 
-    def _set(self, rec, space, value, queue):
-        rec.space, rec.value, rec.known = space, value, True
+    def _set(self, rec, space, values, queue):
+        rec.space, rec.values, rec.known = space, values, True
         queue.append(rec)
 
     @staticmethod
@@ -291,56 +291,62 @@ class GraphBuilder:
                                         f"[{rec.key!r}], but only Dict and Tuple spaces can be indexed.")
             try:
                 space = parent.space[rec.key]
-                value = parent.value[rec.key]
+                values = tuple(v[rec.key] for v in parent.values)
             except (KeyError, IndexError, TypeError):
                 raise RLGraphBuildError(f"Record '{parent.label}' with space {parent.space!r} has no key "
                                         f"{rec.key!r}.") from None
-            self._set(rec, space, value, queue)
+            self._set(rec, space, values, queue)
         else:
             leaves = flatten_records(rec.children)
             if not all(r.known for r in leaves):
                 return
             if isinstance(rec.children, dict):
                 space = _container(Dict, {k: r.space for k, r in rec.children.items()})
-                value = {k: r.value for k, r in rec.children.items()}
+                values = tuple({k: r.values[i] for k, r in rec.children.items()} for i in range(2))
             else:
                 space = _container(Tuple, [r.space for r in rec.children])
-                value = tuple(r.value for r in rec.children)
-            self._set(rec, space, value, queue)
+                values = tuple(tuple(r.values[i] for r in rec.children) for i in range(2))
+            self._set(rec, space, values, queue)
 
     def _run(self, node, queue):
         comp = node.component
         fn = getattr(comp, node.fn.name)
-        args = [a.value if isinstance(a, Record) else a for a in node.args]
-        kwargs = {k: v.value if isinstance(v, Record) else v for k, v in node.kwargs.items()}
-        try:
-            out = fn(*args, **kwargs)
-        except Exception as e:
-            spaces = ", ".join(repr(a.space) if isinstance(a, Record) else repr(a) for a in node.args)
-            raise _GraphFnFailed(RLGraphBuildError(
-                f"Graph function '{node.fn.name}' of component '{comp.global_scope}' (called by API method "
-                f"'{node.api_call.info.name}') failed on inputs ({spaces}): {type(e).__name__}: {e}"), e) from e
-        n = len(node.outputs)
-        if n == 0:
-            outs = []
-        elif n == 1:
-            outs = [out]
-        else:
-            if not isinstance(out, (tuple, list)) or len(out) != n:
-                got = len(out) if isinstance(out, (tuple, list)) else 1
-                raise RLGraphBuildError(
-                    f"Graph function '{node.fn.name}' of '{comp.global_scope}' returned {got} value(s), but its "
-                    f"callers expect {n}. Declare the count with @graph_fn(returns=...).")
-            outs = list(out)
+        runs = []
+        for i in range(2):
+            args = [a.values[i] if isinstance(a, Record) else a for a in node.args]
+            kwargs = {k: v.values[i] if isinstance(v, Record) else v for k, v in node.kwargs.items()}
+            try:
+                out = fn(*args, **kwargs)
+            except Exception as e:
+                spaces = ", ".join(_space_text(a.space) if isinstance(a, Record) else repr(a) for a in node.args)
+                raise _GraphFnFailed(RLGraphBuildError(
+                    f"Graph function '{node.fn.name}' of component '{comp.global_scope}' (called by API method "
+                    f"'{node.api_call.info.name}') failed on inputs ({spaces}): {type(e).__name__}: {e}"), e) from e
+            runs.append(self._split_outputs(node, out))
         time_major = self._time_layout(node)
         node.done = True
-        for rec, value in zip(node.outputs, outs):
+        for j, rec in enumerate(node.outputs):
+            values = (runs[0][j], runs[1][j])
             try:
-                space = self.infer_space(value, time_major)
+                space = self.infer_space(*values, time_major=time_major)
             except RLGraphError as e:
                 raise RLGraphBuildError(f"Output {rec.index} of graph function '{node.fn.name}' of "
                                         f"'{comp.global_scope}': {e}") from e
-            self._set(rec, space, value, queue)
+            self._set(rec, space, values, queue)
+
+    @staticmethod
+    def _split_outputs(node, out):
+        n = len(node.outputs)
+        if n == 0:
+            return []
+        if n == 1:
+            return [out]
+        if not isinstance(out, (tuple, list)) or len(out) != n:
+            got = len(out) if isinstance(out, (tuple, list)) else 1
+            raise RLGraphBuildError(
+                f"Graph function '{node.fn.name}' of '{node.component.global_scope}' returned {got} value(s), but "
+                f"its callers expect {n}. Declare the count with @graph_fn(returns=...).")
+        return list(out)
 
     @staticmethod
     def _time_layout(node):
@@ -351,33 +357,46 @@ class GraphBuilder:
                     return s.time_major
         return None
 
-    def infer_space(self, value, time_major=None):
-        """The space of a value returned by a graph function run on the build's sample inputs.
+    def infer_space(self, value, value2, time_major=None):
+        """The space of a graph function's output, from its values in the build's two runs.
 
-        Leading dimensions of size ``BUILD_BATCH_SIZE`` (and ``BUILD_TIME_SIZE`` when inputs had a time
-        rank) are read as batch (and time) ranks; a leading ``BUILD_BATCH_SIZE * BUILD_TIME_SIZE`` as a batch
-        rank into which the time rank was folded. A leading dimension of unknown size (symbolic tracing) is
-        read as a batch rank, and as time and batch ranks where the inputs had a time rank.
+        Leading dimensions that follow the build's batch size from one run to the other (``BUILD_SIZES``)
+        are a batch rank; a time rank where they follow the time size; a batch rank into which the time rank
+        was folded where they follow the product. A leading dimension of unknown size (symbolic tracing,
+        data-dependent shapes) is read as a batch rank, or as time and batch ranks laid out like the inputs'.
+
+        Args:
+            value: The output of the first run.
+            value2: The output of the second run.
+            time_major: None if no input had a time rank, else whether the inputs were time-major.
         """
         if value is None:
             return None
         if isinstance(value, dict):
-            return _container(Dict, {k: self.infer_space(v, time_major) for k, v in value.items()})
+            return _container(Dict, {k: self.infer_space(v, value2[k], time_major) for k, v in value.items()})
         if isinstance(value, (tuple, list)):
-            return _container(Tuple, [self.infer_space(v, time_major) for v in value])
+            return _container(Tuple, [self.infer_space(v, w, time_major) for v, w in zip(value, value2)])
         shape, dtype = self.backend.shape_and_dtype(value)
-        B, T = BUILD_BATCH_SIZE, BUILD_TIME_SIZE
+        shape2, _ = self.backend.shape_and_dtype(value2)
+        (b1, t1), (b2, t2) = BUILD_SIZES
+        pairs = list(zip(shape, shape2))
         kw = {}
-        if time_major is not None and len(shape) >= 2 and shape[:2] in ((T, B), (B, T), (None, None)):
-            kw = dict(add_batch_rank=True, add_time_rank=True,
-                      time_major=shape[:2] == (T, B) or (shape[:2] == (None, None) and time_major))
-            shape = shape[2:]
-        elif len(shape) >= 1 and (shape[0] in (B, None) or (time_major is not None and shape[0] == B * T)):
+        if len(pairs) != len(shape2):
+            raise RLGraphSpaceError(f"output rank depends on the batch size ({shape} vs {shape2}).")
+        if len(pairs) >= 2 and pairs[:2] in ([(t1, t2), (b1, b2)], [(b1, b2), (t1, t2)]):
+            kw = dict(add_batch_rank=True, add_time_rank=True, time_major=pairs[0] == (t1, t2))
+            pairs = pairs[2:]
+        elif time_major is not None and len(pairs) >= 2 and pairs[0] == pairs[1] == (None, None):
+            kw = dict(add_batch_rank=True, add_time_rank=True, time_major=time_major)
+            pairs = pairs[2:]
+        elif pairs and (pairs[0] in ((b1, b2), (b1 * t1, b2 * t2), (None, None)) or pairs[0][0] != pairs[0][1]):
             kw = dict(add_batch_rank=True)
-            shape = shape[1:]
-        if any(d is None for d in shape):
-            raise RLGraphSpaceError(f"cannot infer a space from a value of shape {shape}: only the leading "
-                                    f"batch/time dimensions may have an unknown size.")
+            pairs = pairs[1:]
+        if any(a != b or a is None for a, b in pairs):
+            raise RLGraphSpaceError(f"cannot infer a space from values of shapes {shape} and {shape2} (two build "
+                                    f"runs with different batch sizes): only leading batch/time dimensions may "
+                                    f"change with the batch size or be unknown.")
+        shape = tuple(a for a, _ in pairs)
         kind = dtype.kind
         if kind == "f":
             return FloatBox(shape=shape, dtype=dtype, **kw)
@@ -390,16 +409,19 @@ class GraphBuilder:
         raise RLGraphSpaceError(f"cannot infer a space for values of dtype {dtype}.")
 
     def _sample(self, space):
-        """A sample backend value of ``space`` with the build's batch/time sizes."""
+        """Two sample backend values of ``space``, with the batch/time sizes of the two build runs."""
+        return tuple(self._sample_one(space, b, t) for b, t in BUILD_SIZES)
+
+    def _sample_one(self, space, batch, time):
         if space in PYTHON_TYPES:
-            return self.backend.python_scalar_input({int: BUILD_BATCH_SIZE, float: 0.5, bool: False}[space], space)
+            return self.backend.python_scalar_input({int: batch, float: 0.5, bool: False}[space], space)
 
         def leaf(s):
             size = None
             if s.has_time_rank:
-                size = (BUILD_TIME_SIZE, BUILD_BATCH_SIZE) if s.time_major else (BUILD_BATCH_SIZE, BUILD_TIME_SIZE)
+                size = (time, batch) if s.time_major else (batch, time)
             elif s.has_batch_rank:
-                size = BUILD_BATCH_SIZE
+                size = batch
             if isinstance(s, IntBox) and s.num_categories is None and np.any(np.asarray(s.high) - np.asarray(s.low) > 2**20):
                 return s.zeros(size)
             return s.sample(size, rng=self._rng)
@@ -434,6 +456,10 @@ def _pass_through_target(call):
     if call.outputs is not sub.outputs:
         return None
     return sub.component, sub.info.name
+
+
+def _space_text(space):
+    return space.__name__ if isinstance(space, type) else repr(space)
 
 
 def _container(cls, children):

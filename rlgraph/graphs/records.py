@@ -10,7 +10,8 @@ class Record:
     """A value in the meta graph: produced by a graph function, a root input, or derived from other records.
 
     During assembly a record has no space and no value. The builder fills in ``space`` (the inferred space)
-    and ``value`` (a sample backend value used to run graph functions once).
+    and ``values`` (two sample backend values, from the build's two runs with different batch and time
+    sizes).
 
     Attributes:
         producer: The ``GraphFnCall`` that outputs it, or None.
@@ -21,7 +22,7 @@ class Record:
         label: A name for rendering (root argument name, or producer output).
     """
 
-    __slots__ = ("id", "producer", "index", "parent", "key", "children", "label", "space", "value", "known")
+    __slots__ = ("id", "producer", "index", "parent", "key", "children", "label", "space", "values", "known")
 
     def __init__(self, producer=None, index=0, parent=None, key=None, children=None, label=""):
         self.id = next(_ids)
@@ -32,7 +33,7 @@ class Record:
         self.children = children
         self.label = label
         self.space = None
-        self.value = None
+        self.values = None
         self.known = False
 
     def __getitem__(self, key):

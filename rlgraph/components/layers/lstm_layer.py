@@ -1,0 +1,141 @@
+"""A long short-term memory (LSTM) layer unrolled over the time rank."""
+from rlgraph.components.layers.layer import Layer
+from rlgraph.spaces import BoolBox, FloatBox, Tuple
+from rlgraph.utils.backend import tf, torch
+from rlgraph.utils.decorators import graph_fn, rlgraph_api
+from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError
+
+
+class LSTMLayer(Layer):
+    """An LSTM (Hochreiter & Schmidhuber 1997, with the forget gate of Gers et al. 2000) over a sequence.
+
+    For each step t, with ``[i, f, g, o] = x_t @ kernel + h_{t-1} @ recurrent_kernel + bias`` (four blocks of
+    ``units`` columns in this order)::
+
+        c_t = sigmoid(f + forget_bias) * c_{t-1} + sigmoid(i) * tanh(g)
+        h_t = sigmoid(o) * tanh(c_t)
+
+    A positive ``forget_bias`` (Jozefowicz et al. 2015) keeps the cell state early in training. The weights
+    have the same layout on both backends: ``kernel [in, 4 * units]``, ``recurrent_kernel [units, 4 * units]``
+    and ``bias [4 * units]``.
+
+    API:
+        call(inputs, initial_state=None, resets=None): Unrolls over the time rank of ``inputs`` (a FloatBox of
+            shape ``[in]`` with batch and time ranks, time-major ``[T, B, in]`` or batch-major ``[B, T, in]``
+            as its space says). ``initial_state`` is a tuple ``(h, c)``, each ``[B, units]`` (None: zeros).
+            ``resets`` is a bool ``[T, B]`` (or ``[B, T]``, like ``inputs``): True at step t zeroes the state
+            before step t, where a new episode starts (at t=0 it replaces ``initial_state`` by zeros).
+            Returns ``(outputs, (h_T, c_T))``: the ``h_t`` of all steps in the layout of ``inputs``
+            (``[T, B, units]`` or ``[B, T, units]``) and the state after the last step.
+
+    Args:
+        units: Size of the hidden and cell states.
+        forget_bias: Added to the forget gate's pre-activation.
+        kernel_initializer: Initializer of the input kernel.
+        recurrent_initializer: Initializer of the recurrent kernel.
+        bias_initializer: Initializer of the bias.
+    """
+
+    __aliases__ = ("lstm",)
+
+    default_scope = "lstm"
+
+    def __init__(self, units, forget_bias=1.0, kernel_initializer="glorot_uniform",
+                 recurrent_initializer="orthogonal", bias_initializer="zeros", scope=None, **kwargs):
+        super().__init__(scope=scope, **kwargs)
+        if not isinstance(units, int) or isinstance(units, bool) or units <= 0:
+            raise RLGraphSpecError(f"LSTMLayer: units must be a positive int, got {units!r}.")
+        self.units = units
+        self.forget_bias = float(forget_bias)
+        self.kernel_initializer = kernel_initializer
+        self.recurrent_initializer = recurrent_initializer
+        self.bias_initializer = bias_initializer
+        self.kernel = self.recurrent_kernel = self.bias = None
+        self.time_major = None
+
+    def check_input_spaces(self, input_spaces, action_space=None):
+        where = "LSTMLayer, API method 'call'"
+        space = input_spaces["inputs"]
+        if not (isinstance(space, FloatBox) and space.rank == 1 and space.has_batch_rank and space.has_time_rank):
+            raise RLGraphSpaceError(f"{where}, argument 'inputs': expected a FloatBox of shape [in] with batch and "
+                                    f"time ranks, got {space!r}.")
+        state = input_spaces.get("initial_state")
+        if state is not None:
+            ok = isinstance(state, Tuple) and len(state) == 2 and all(
+                isinstance(s, FloatBox) and s.shape == (self.units,) for s in state) and state.has_batch_rank \
+                and not state.has_time_rank
+            if not ok:
+                raise RLGraphSpaceError(f"{where}, argument 'initial_state': expected a Tuple (h, c) of two FloatBox "
+                                        f"of shape ({self.units},) with a batch rank and no time rank, got {state!r}.")
+        resets = input_spaces.get("resets")
+        if resets is not None:
+            if not (isinstance(resets, BoolBox) and resets.rank == 0 and resets.has_batch_rank
+                    and resets.has_time_rank and resets.time_major == space.time_major):
+                layout = "[T, B] (time-major)" if space.time_major else "[B, T] (batch-major)"
+                raise RLGraphSpaceError(f"{where}, argument 'resets': expected a scalar BoolBox with batch and time "
+                                        f"ranks laid out {layout} like 'inputs', got {resets!r}.")
+
+    def create_variables(self, input_spaces, action_space=None):
+        space = input_spaces["inputs"]
+        self.time_major = space.time_major
+        n = 4 * self.units
+        self.kernel = self.get_variable("kernel", shape=(space.shape[0], n), initializer=self.kernel_initializer)
+        self.recurrent_kernel = self.get_variable("recurrent-kernel", shape=(self.units, n),
+                                                  initializer=self.recurrent_initializer)
+        self.bias = self.get_variable("bias", shape=(n,), initializer=self.bias_initializer)
+
+    @rlgraph_api
+    def call(self, inputs, initial_state=None, resets=None):
+        return self._graph_fn_call(inputs, initial_state, resets)
+
+    @graph_fn(backend="tf")
+    def _graph_fn_call(self, inputs, initial_state, resets):
+        x = inputs if self.time_major else tf.transpose(inputs, [1, 0, 2])
+        xw = tf.tensordot(x, self.kernel, axes=1) + self.bias  # All steps' input projections at once.
+        if initial_state is None:
+            zeros = tf.zeros(tf.stack([tf.shape(x)[1], self.units]), dtype=x.dtype)
+            initial_state = (zeros, zeros)
+        recurrent_kernel, forget_bias = self.recurrent_kernel, self.forget_bias
+
+        def step(state, elems):
+            h, c = state
+            if resets is None:
+                xw_t = elems
+            else:
+                xw_t, keep = elems
+                h, c = h * keep, c * keep
+            i, f, g, o = tf.split(xw_t + tf.matmul(h, recurrent_kernel), 4, axis=-1)
+            c = tf.sigmoid(f + forget_bias) * c + tf.sigmoid(i) * tf.tanh(g)
+            return tf.sigmoid(o) * tf.tanh(c), c
+
+        if resets is None:
+            elems = xw
+        else:
+            r = resets if self.time_major else tf.transpose(resets)
+            elems = (xw, 1.0 - tf.cast(r, x.dtype)[:, :, None])
+        hs, cs = tf.scan(step, elems, initializer=(initial_state[0], initial_state[1]))
+        outputs = hs if self.time_major else tf.transpose(hs, [1, 0, 2])
+        return outputs, (hs[-1], cs[-1])
+
+    @graph_fn(backend="pytorch")
+    def _graph_fn_call(self, inputs, initial_state, resets):
+        x = inputs if self.time_major else inputs.transpose(0, 1)
+        xw = x @ self.kernel + self.bias
+        if initial_state is None:
+            h = c = x.new_zeros((x.shape[1], self.units))
+        else:
+            h, c = initial_state
+        keep = None
+        if resets is not None:
+            r = resets if self.time_major else resets.transpose(0, 1)
+            keep = (~r).to(x.dtype)[:, :, None]
+        outputs = []
+        for t in range(x.shape[0]):
+            if keep is not None:
+                h, c = h * keep[t], c * keep[t]
+            i, f, g, o = torch.addmm(xw[t], h, self.recurrent_kernel).chunk(4, dim=-1)
+            c = torch.sigmoid(f + self.forget_bias) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+            outputs.append(h)
+        outputs = torch.stack(outputs, dim=0 if self.time_major else 1)
+        return outputs, (h, c)

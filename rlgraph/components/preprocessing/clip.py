@@ -1,0 +1,55 @@
+"""Clips inputs into an interval."""
+import numpy as np
+
+from rlgraph.components.preprocessing.preprocessor import Preprocessor
+from rlgraph.utils.backend import tf, torch
+from rlgraph.utils.decorators import graph_fn
+from rlgraph.utils.errors import RLGraphSpecError
+
+
+class Clip(Preprocessor):
+    """``min(max(inputs, min_value), max_value)``, keeping the dtype (for integer inputs the bounds are rounded
+    inward and limited to the dtype's range). Dict/Tuple inputs: every leaf.
+
+    Args:
+        min_value: The lower bound.
+        max_value: The upper bound.
+    """
+
+    __aliases__ = ("clip",)
+
+    default_scope = "clip"
+
+    def __init__(self, min_value, max_value, scope=None, **kwargs):
+        super().__init__(scope=scope, **kwargs)
+        for name, value in (("min_value", min_value), ("max_value", max_value)):
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise RLGraphSpecError(f"Clip: {name} must be a number, got {value!r}.")
+        if min_value > max_value:
+            raise RLGraphSpecError(f"Clip: min_value {min_value} is greater than max_value {max_value}.")
+        self.min_value = min_value
+        self.max_value = max_value
+
+    def check_input_spaces(self, input_spaces, action_space=None):
+        self.check_numeric_leaves(input_spaces["inputs"])
+
+    def bounds_for(self, int_range=None):
+        """``(low, high)`` as Python numbers: floats, or for integer inputs with ``int_range = (min, max)`` of
+        their dtype, ints rounded inward and limited to that range."""
+        if int_range is None:
+            return float(self.min_value), float(self.max_value)
+        low = min(max(int(np.ceil(self.min_value)), int_range[0]), int_range[1])
+        high = max(min(int(np.floor(self.max_value)), int_range[1]), int_range[0])
+        return low, high
+
+    @graph_fn(backend="tf", split_ops=True)
+    def _graph_fn_preprocess(self, inputs):
+        dtype = inputs.dtype
+        low, high = self.bounds_for(None if dtype.is_floating else (dtype.min, dtype.max))
+        return tf.clip_by_value(inputs, tf.constant(low, dtype), tf.constant(high, dtype))
+
+    @graph_fn(backend="pytorch", split_ops=True)
+    def _graph_fn_preprocess(self, inputs):
+        info = None if inputs.is_floating_point() else torch.iinfo(inputs.dtype)
+        low, high = self.bounds_for(None if info is None else (info.min, info.max))
+        return torch.clamp(inputs, low, high)

@@ -1,0 +1,37 @@
+"""Divides inputs by a constant divisor."""
+from rlgraph.components.preprocessing.preprocessor import Preprocessor
+from rlgraph.utils.backend import tf
+from rlgraph.utils.decorators import graph_fn
+from rlgraph.utils.errors import RLGraphSpecError
+
+
+class Divide(Preprocessor):
+    """``inputs / divisor`` (e.g. 255 for images); integer inputs are cast to float32 first. Dict/Tuple
+    inputs: every leaf.
+
+    Args:
+        divisor: The divisor (a non-zero number).
+    """
+
+    __aliases__ = ("divide",)
+
+    default_scope = "divide"
+
+    def __init__(self, divisor, scope=None, **kwargs):
+        super().__init__(scope=scope, **kwargs)
+        if not isinstance(divisor, (int, float)) or isinstance(divisor, bool) or divisor == 0:
+            raise RLGraphSpecError(f"Divide: divisor must be a non-zero number, got {divisor!r}.")
+        self.divisor = float(divisor)
+
+    def check_input_spaces(self, input_spaces, action_space=None):
+        self.check_numeric_leaves(input_spaces["inputs"])
+
+    @graph_fn(backend="tf", split_ops=True)
+    def _graph_fn_preprocess(self, inputs):
+        x = inputs if inputs.dtype.is_floating else tf.cast(inputs, tf.float32)
+        return x / self.divisor
+
+    @graph_fn(backend="pytorch", split_ops=True)
+    def _graph_fn_preprocess(self, inputs):
+        x = inputs if inputs.is_floating_point() else inputs.float()
+        return x / self.divisor

@@ -1,0 +1,49 @@
+"""Converts color images to gray scale."""
+import numpy as np
+
+from rlgraph.components.preprocessing.preprocessor import Preprocessor
+from rlgraph.spaces import BoxSpace
+from rlgraph.utils.backend import tf, torch
+from rlgraph.utils.decorators import graph_fn
+from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError
+
+
+class GrayScale(Preprocessor):
+    """A weighted sum over the last (color) axis, by default with the ITU-R BT.601 luma weights
+    (0.299, 0.587, 0.114) for RGB.
+
+    The output is float32: ``[..., H, W]``, or ``[..., H, W, 1]`` with ``keep_rank``.
+
+    Args:
+        weights: One weight per color channel.
+        keep_rank: Keep the color axis (with size 1) instead of dropping it.
+    """
+
+    __aliases__ = ("grayscale", "gray-scale")
+
+    default_scope = "grayscale"
+
+    def __init__(self, weights=(0.299, 0.587, 0.114), keep_rank=False, scope=None, **kwargs):
+        super().__init__(scope=scope, **kwargs)
+        weights = np.asarray(weights, dtype=np.float32)
+        if weights.ndim != 1 or weights.size == 0:
+            raise RLGraphSpecError(f"GrayScale: weights must be a non-empty list of numbers, got {weights!r}.")
+        self.weights = weights
+        self.keep_rank = keep_rank
+
+    def check_input_spaces(self, input_spaces, action_space=None):
+        space = input_spaces["inputs"]
+        self.check_numeric_leaves(space)
+        if not isinstance(space, BoxSpace) or space.rank < 1 or space.shape[-1] != self.weights.size:
+            raise RLGraphSpaceError(f"GrayScale, API method 'preprocess', argument 'inputs': expected images whose "
+                                    f"last axis has {self.weights.size} color channels, got {space!r}.")
+
+    @graph_fn(backend="tf")
+    def _graph_fn_preprocess(self, inputs):
+        gray = tf.tensordot(tf.cast(inputs, tf.float32), self.weights, axes=1)
+        return gray[..., None] if self.keep_rank else gray
+
+    @graph_fn(backend="pytorch")
+    def _graph_fn_preprocess(self, inputs):
+        gray = inputs.float() @ torch.as_tensor(self.weights, device=inputs.device)
+        return gray[..., None] if self.keep_rank else gray

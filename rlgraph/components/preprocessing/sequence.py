@@ -1,0 +1,115 @@
+"""Stacks the most recent inputs (frame stacking)."""
+from rlgraph.components.preprocessing.preprocessor import Preprocessor
+from rlgraph.spaces import BoxSpace
+from rlgraph.utils.backend import tf, torch
+from rlgraph.utils.decorators import graph_fn
+from rlgraph.utils.errors import RLGraphRuntimeError, RLGraphSpaceError, RLGraphSpecError
+
+
+class Sequence(Preprocessor):
+    """Outputs the last ``sequence_length`` inputs, oldest first (frame stacking, Mnih et al. 2015).
+
+    The first input after construction or ``reset()`` fills the whole sequence: inputs x0, x1, x2 give
+    ``[x0, x0, x0, x0]``, ``[x0, x0, x0, x1]``, ``[x0, x0, x1, x2]`` for ``sequence_length=4``. The frames are
+    stacked along a new last axis (``add_rank``: ``[..., *item, N]``) or concatenated along the item's last
+    axis (``[..., *item[:-1], item[-1] * N]``, e.g. ``[84, 84, 1]`` frames -> ``[84, 84, 4]``).
+
+    The state lives in variables: a ring buffer ``[sequence_length, batch_size, *item]`` (no ``batch_size``
+    dim for inputs without a batch rank), the next slot to write and whether the buffer is filled. Inputs with
+    a batch rank must have exactly ``batch_size`` rows (one per environment); ``reset()`` restarts all rows.
+
+    Args:
+        sequence_length: How many inputs to stack.
+        batch_size: The batch size of the inputs (if they have a batch rank).
+        add_rank: Stack along a new last axis (else concatenate along the last axis).
+    """
+
+    __aliases__ = ("sequence", "frame-stack")
+
+    default_scope = "sequence"
+
+    stateful = True
+
+    def __init__(self, sequence_length=4, batch_size=1, add_rank=True, scope=None, **kwargs):
+        super().__init__(scope=scope, **kwargs)
+        for name, value in (("sequence_length", sequence_length), ("batch_size", batch_size)):
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise RLGraphSpecError(f"Sequence: {name} must be a positive int, got {value!r}.")
+        self.sequence_length = sequence_length
+        self.batch_size = batch_size
+        self.add_rank = add_rank
+        self.buffer = self.index = self.filled = None
+        self._batched = None
+
+    def check_input_spaces(self, input_spaces, action_space=None):
+        space = input_spaces["inputs"]
+        if not isinstance(space, BoxSpace) or space.has_time_rank or (not self.add_rank and space.rank == 0):
+            raise RLGraphSpaceError(f"Sequence, API method 'preprocess', argument 'inputs': expected a box without "
+                                    f"time rank{'' if self.add_rank else ' and of rank >= 1 (add_rank=False)'}, got "
+                                    f"{space!r}.")
+        self.check_numeric_leaves(space, allow_bool=True)
+
+    def create_variables(self, input_spaces, action_space=None):
+        space = input_spaces["inputs"]
+        self._batched = space.has_batch_rank
+        lead = (self.sequence_length,) + ((self.batch_size,) if self._batched else ())
+        self.buffer = self.get_variable("buffer", shape=lead + tuple(space.shape), dtype=space.dtype, trainable=False)
+        self.index = self.get_variable("index", dtype="int64", trainable=False)
+        self.filled = self.get_variable("filled", dtype="bool", trainable=False)
+
+    # The build runs graph functions on sample inputs of batch size 7, not ``batch_size``. Those runs return the
+    # stacked input without touching the state: on PyTorch while ``in_build_run``; on TensorFlow, whose build
+    # trace is symbolic (``in_build_run`` stays False) but would fail on the static batch-size mismatch, while
+    # the component is not ``built`` yet (the executor traces the real function after the build).
+
+    @graph_fn(backend="tf")
+    def _graph_fn_preprocess(self, inputs):
+        n = self.sequence_length
+        if not self.built:
+            return self._stack_tf([inputs] * n)
+        checks = []
+        if self._batched:
+            checks.append(tf.debugging.assert_equal(
+                tf.shape(inputs)[0], self.batch_size,
+                message=f"Sequence '{self.global_scope}': the batch size of the inputs must be {self.batch_size}"))
+        with tf.control_dependencies(checks):
+            index = self.index.read_value()
+            written = tf.tensor_scatter_nd_update(self.buffer, tf.reshape(index, (1, 1)), inputs[None])
+            buffer = tf.where(self.filled, written, tf.broadcast_to(inputs[None], tf.shape(written)))
+        self.buffer.assign(buffer)
+        self.index.assign((index + 1) % n)
+        self.filled.assign(True)
+        frames = tf.unstack(tf.gather(buffer, (index + 1 + tf.range(n, dtype=tf.int64)) % n), num=n)
+        return self._stack_tf(frames)
+
+    def _stack_tf(self, frames):
+        return tf.stack(frames, axis=-1) if self.add_rank else tf.concat(frames, axis=-1)
+
+    @graph_fn(backend="tf")
+    def _graph_fn_reset(self):
+        self.index.assign(tf.zeros((), tf.int64))
+        self.filled.assign(False)
+
+    @graph_fn(backend="pytorch")
+    def _graph_fn_preprocess(self, inputs):
+        n = self.sequence_length
+        if self.in_build_run:
+            frames = [inputs] * n
+        else:
+            if self._batched and inputs.shape[0] != self.batch_size:
+                raise RLGraphRuntimeError(f"Sequence '{self.global_scope}': the batch size of the inputs must be "
+                                          f"{self.batch_size}, got {inputs.shape[0]}.")
+            index = int(self.index)
+            if bool(self.filled):
+                self.buffer[index] = inputs
+            else:
+                self.buffer[:] = inputs
+            self.index.fill_((index + 1) % n)
+            self.filled.fill_(True)
+            frames = [self.buffer[(index + 1 + k) % n] for k in range(n)]
+        return torch.stack(frames, dim=-1) if self.add_rank else torch.cat(frames, dim=-1)
+
+    @graph_fn(backend="pytorch")
+    def _graph_fn_reset(self):
+        self.index.fill_(0)
+        self.filled.fill_(False)

@@ -1,0 +1,125 @@
+"""LSTMLayer against a numpy unroll: initial states, resets in the middle of a sequence, both layouts."""
+import numpy as np
+import pytest
+
+from rlgraph.components.layers import Layer, LSTMLayer
+from rlgraph.spaces import BoolBox, FloatBox, Tuple
+from rlgraph.tests import ComponentTest, run_on_backends
+from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError
+
+UNITS, IN, T, B = 3, 2, 6, 4
+RNG = np.random.default_rng(5)
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def lstm_reference(x, kernel, recurrent_kernel, bias, h, c, resets=None, forget_bias=1.0):
+    """Time-major numpy unroll: gates i, f, g, o; the state is zeroed before step t where resets[t]."""
+    outputs = []
+    for t in range(x.shape[0]):
+        if resets is not None:
+            keep = ~resets[t][:, None]
+            h, c = h * keep, c * keep
+        z = x[t] @ kernel + h @ recurrent_kernel + bias
+        i, f, g, o = np.split(z, 4, axis=-1)
+        c = sigmoid(f + forget_bias) * c + sigmoid(i) * np.tanh(g)
+        h = sigmoid(o) * np.tanh(c)
+        outputs.append(h)
+    return np.stack(outputs), h, c
+
+
+def spaces(time_major, with_state=True, with_resets=True):
+    out = dict(inputs=FloatBox(shape=(IN,), add_batch_rank=True, add_time_rank=True, time_major=time_major))
+    if with_state:
+        out["initial_state"] = Tuple(FloatBox(shape=(UNITS,)), FloatBox(shape=(UNITS,)), add_batch_rank=True)
+    if with_resets:
+        out["resets"] = BoolBox(add_batch_rank=True, add_time_rank=True, time_major=time_major)
+    return out
+
+
+def sample_inputs():
+    x = RNG.standard_normal((T, B, IN)).astype(np.float32)
+    h0 = RNG.standard_normal((B, UNITS)).astype(np.float32)
+    c0 = RNG.standard_normal((B, UNITS)).astype(np.float32)
+    resets = np.zeros((T, B), bool)
+    resets[3, 1] = resets[2, 3] = resets[5, 3] = True  # New episodes in the middle of the unroll ...
+    resets[0, 2] = True                                # ... and at the start (drops the initial state).
+    return x, h0, c0, resets
+
+
+def weights(test):
+    return test.read_variable_values("lstm/kernel", "lstm/recurrent-kernel", "lstm/bias")
+
+
+@pytest.mark.parametrize("time_major", [True, False])
+def test_lstm_with_initial_state_and_resets(backend, time_major):
+    test = ComponentTest(LSTMLayer(UNITS, bias_initializer="normal"), spaces(time_major), backend=backend)
+    kernel, recurrent_kernel, bias = weights(test)
+    assert kernel.shape == (IN, 4 * UNITS) and recurrent_kernel.shape == (UNITS, 4 * UNITS)
+    x, h0, c0, resets = sample_inputs()
+    outputs, h, c = lstm_reference(x, kernel, recurrent_kernel, bias, h0, c0, resets)
+    if not time_major:
+        x, resets, outputs = x.transpose(1, 0, 2), resets.T, outputs.transpose(1, 0, 2)
+    test.test(("call", [x, (h0, c0), resets]), expected_outputs=(outputs, (h, c)), decimals=5)
+
+
+def test_lstm_defaults_to_zero_state_and_no_resets(backend):
+    layer = LSTMLayer(UNITS, forget_bias=0.0, bias_initializer="normal")
+    test = ComponentTest(layer, spaces(True, with_state=False, with_resets=False), backend=backend)
+    x = sample_inputs()[0]
+    zeros = np.zeros((B, UNITS), np.float32)
+    outputs, h, c = lstm_reference(x, *weights(test), zeros, zeros, forget_bias=0.0)
+    test.test(("call", [x]), expected_outputs=(outputs, (h, c)), decimals=5)
+    # Output spaces: time-ranked outputs, batch-ranked state.
+    out_spaces = [r.space for r in test.meta_graph.api["call"].outputs]
+    assert out_spaces[0] == FloatBox(shape=(UNITS,), add_batch_rank=True, add_time_rank=True, time_major=True)
+    assert out_spaces[1] == Tuple(FloatBox(shape=(UNITS,)), FloatBox(shape=(UNITS,)), add_batch_rank=True)
+
+
+def test_lstm_reset_equals_fresh_start(backend):
+    """A reset at step t gives the same outputs from t on as a new unroll from zeros on x[t:]."""
+    test = ComponentTest(LSTMLayer(UNITS), spaces(True), backend=backend)
+    x, h0, c0, _ = sample_inputs()
+    resets = np.zeros((T, B), bool)
+    resets[2] = True
+    full, _ = test.test(("call", [x, (h0, c0), resets]))
+    zeros = np.zeros((B, UNITS), np.float32)
+    tail, _ = test.test(("call", [x[2:], (zeros, zeros), np.zeros((T - 2, B), bool)]))
+    np.testing.assert_allclose(full[2:], tail, atol=1e-6)
+
+
+def test_lstm_backends_agree():
+    x, h0, c0, resets = sample_inputs()
+    run_on_backends(lambda: Layer.from_spec({"type": "lstm", "units": UNITS, "bias_initializer": "normal"}),
+                    spaces(False), [("call", [x.transpose(1, 0, 2), (h0, c0), resets.T])])
+
+
+def test_lstm_gradients_flow_on_tf():
+    """The tf.scan unroll is differentiable inside a graph function (the executor traces with autograph off)."""
+    import tensorflow as tf
+
+    test = ComponentTest(LSTMLayer(UNITS), spaces(True, with_state=False, with_resets=False), backend="tf")
+    layer = test.component
+    x = tf.constant(sample_inputs()[0])
+    with tf.GradientTape() as tape:
+        outputs, _ = layer._graph_fn_call(x, None, None)
+        loss = tf.reduce_sum(outputs)
+    grads = tape.gradient(loss, [layer.kernel, layer.recurrent_kernel, layer.bias])
+    assert all(g is not None and np.abs(g.numpy()).sum() > 0 for g in grads)
+
+
+def test_lstm_rejects_bad_spaces():
+    with pytest.raises(RLGraphSpaceError, match="'inputs': expected a FloatBox of shape \\[in\\] with batch and time"):
+        ComponentTest(LSTMLayer(UNITS), dict(inputs=FloatBox(shape=(IN,), add_batch_rank=True)), backend="pytorch")
+    bad_state = spaces(True)
+    bad_state["initial_state"] = Tuple(FloatBox(shape=(UNITS + 1,)), FloatBox(shape=(UNITS,)), add_batch_rank=True)
+    with pytest.raises(RLGraphSpaceError, match="'initial_state': expected a Tuple \\(h, c\\)"):
+        ComponentTest(LSTMLayer(UNITS), bad_state, backend="pytorch")
+    bad_resets = spaces(True)
+    bad_resets["resets"] = BoolBox(add_batch_rank=True, add_time_rank=True, time_major=False)
+    with pytest.raises(RLGraphSpaceError, match="'resets'.*\\[T, B\\] \\(time-major\\)"):
+        ComponentTest(LSTMLayer(UNITS), bad_resets, backend="pytorch")
+    with pytest.raises(RLGraphSpecError, match="units"):
+        LSTMLayer(0)
