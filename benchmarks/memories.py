@@ -1,10 +1,12 @@
-"""Benchmark of the numpy prioritized replay buffer (Schaul et al. 2016) on one core.
+"""Benchmark of prioritized replay (Schaul et al. 2016) on one core.
 
 Times `sample(512)` + `update(indices, 512 new priorities)` on a buffer of capacity 2**20 filled with
 CartPole-like records, and a naive reference (np.random.Generator.choice with p=priorities/total over the whole
-array) in the same run.
+array) in the same run. Then the same step through the `PrioritizedReplay` component, i.e.
+`executor.execute("get_records", 512)` + `executor.execute("update_records", indices, priorities)`, on the
+PyTorch executor (and, for comparison, the TensorFlow one: `tf.numpy_function` inside `tf.function`).
 
-Run: .venv/bin/python benchmarks/memories.py
+Run: .venv/bin/python benchmarks/memories.py [--no-tf]
 """
 import os
 
@@ -99,6 +101,56 @@ def main():
     print("  naive choice(p=...) step:   {:8.1f} us  (median of {})".format(naive_s * 1e6, NAIVE_REPEATS))
     print("  speed-up vs naive:          {:8.1f}x".format(naive_s / tree_s))
     print("  target < 1 ms: {}".format("met" if tree_s < 1e-3 else "MISSED"))
+    del buffer
+    for backend in ("pytorch",) + (() if "--no-tf" in sys.argv else ("tf",)):
+        component_benchmark(backend, records, raw_priorities, rng)
+
+
+def component_benchmark(backend, records, raw_priorities, rng):
+    """The same step through the PrioritizedReplay component and a graph executor."""
+    from rlgraph.components.memories import PrioritizedReplay
+    from rlgraph.executors.graph_executor import GraphExecutor
+    from rlgraph.spaces import BoolBox, Dict, FloatBox, IntBox
+
+    spaces = dict(
+        records=Dict(states=FloatBox(shape=(4,)), actions=IntBox(2, dtype="int64"), rewards=FloatBox(),
+                     terminals=BoolBox(), next_states=FloatBox(shape=(4,)), add_batch_rank=True),
+        num_records=int, indices=IntBox(shape=(), dtype="int64", add_batch_rank=True),
+        priorities=FloatBox(add_batch_rank=True))
+    start = time.perf_counter()
+    executor = GraphExecutor.create(backend=backend, root_component=PrioritizedReplay(CAPACITY, alpha=ALPHA, beta=BETA,
+                                                                                        seed=1),
+                                    input_spaces=spaces, seed=1)
+    build_s = time.perf_counter() - start
+    start = time.perf_counter()
+    executor.execute("insert_records", records)
+    executor.execute("update_records", np.arange(CAPACITY, dtype=np.int64), raw_priorities.astype(np.float32))
+    fill_s = time.perf_counter() - start
+    new_priorities = [rng.exponential(1.0, size=BATCH).astype(np.float32) for _ in range(REPEATS)]
+    state = {"i": 0, "indices": None}
+
+    def get():
+        state["indices"] = executor.execute("get_records", BATCH)[1]
+
+    def update():
+        state["i"] = (state["i"] + 1) % REPEATS
+        executor.execute("update_records", state["indices"], new_priorities[state["i"]])
+
+    def step():
+        get()
+        update()
+
+    for _ in range(5):  # Warm-up.
+        step()
+    step_s = median_seconds(step, REPEATS)
+    get_s = median_seconds(get, REPEATS)
+    update_s = median_seconds(update, REPEATS)
+    print("PrioritizedReplay component on the {} executor, capacity 2**20 (build {:.2f} s, fill {:.2f} s)".format(
+        backend, build_s, fill_s))
+    print("  get_records({0}) + update_records({0}): {1:8.1f} us  (median of {2})".format(BATCH, step_s * 1e6,
+                                                                                          REPEATS))
+    print("    get_records only:                {:8.1f} us".format(get_s * 1e6))
+    print("    update_records only:             {:8.1f} us".format(update_s * 1e6))
 
 
 if __name__ == "__main__":

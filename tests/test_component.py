@@ -113,3 +113,13 @@ def test_backend_variables_are_native(backend):
         assert isinstance(kernel, tf.Variable) and kernel.trainable
     else:
         assert isinstance(kernel, torch.nn.Parameter) and kernel.requires_grad
+
+
+def test_variables_api_waits_for_all_sub_components(backend):
+    """variables() of a network lists every layer's weights, also those built after the network itself."""
+    net = NeuralNetwork(DenseLayer(3), DenseLayer(2), DenseLayer(1))
+    test = ComponentTest(net, dict(inputs=FloatBox(shape=(4,), add_batch_rank=True)), backend=backend)
+    out = test.test("variables")
+    assert sorted(out) == sorted(f"{layer}.{v}" for layer in ("dense", "dense-1", "dense-2")
+                                 for v in ("kernel", "bias"))
+    assert out["dense-2.kernel"].shape == (2, 1)

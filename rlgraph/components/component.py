@@ -65,6 +65,7 @@ class Component(Specifiable):
         # effects are undone afterwards); run-time checks that only make sense on real data may skip then.
         self.in_build_run = False
         self.variable_registry = OrderedDict()
+        self.weight_names = set()
         self.seed = 0
         self.add_components(*sub_components)
 
@@ -186,36 +187,51 @@ class Component(Specifiable):
         if full_name in self.variable_registry:
             raise RLGraphBuildError(f"'{self.global_scope}' already has a variable '{name}'.")
         dtype = np.dtype(dtype)
+        is_weight = trainable is not False and dtype.kind == "f"
         if trainable is None:
             trainable = self.trainable and dtype.kind == "f"
         value = initial_value(initializer, shape, dtype, variable_rng(self.seed, full_name))
         var = self.backend.create_variable(full_name, value, trainable=bool(trainable), device=self.device)
         self.variable_registry[full_name] = var
+        if is_weight:
+            self.weight_names.add(full_name)
         return var
 
-    def all_variables(self, trainable_only=False):
-        """An ordered dict full name -> variable of this component and all its sub-components."""
+    def all_variables(self, trainable_only=False, weights_only=False):
+        """An ordered dict full name -> variable of this component and all its sub-components.
+
+        Args:
+            trainable_only: Only variables the optimizer trains.
+            weights_only: Only weights: float variables not created with ``trainable=False`` (so a frozen
+                target network's weights count, a memory's storage or an optimizer's slots do not).
+        """
         out = OrderedDict()
         for c in self.get_all_sub_components(include_self=True):
             for name, var in c.variable_registry.items():
-                if not trainable_only or self.backend.is_trainable(var):
-                    out[name] = var
+                if trainable_only and not self.backend.is_trainable(var):
+                    continue
+                if weights_only and name not in c.weight_names:
+                    continue
+                out[name] = var
         return out
 
     @rlgraph_api
     def variables(self):
-        """API method: this component's trainable variables (with its sub-components'), as a dict.
+        """API method: this component's weights (with its sub-components'), as a dict.
+
+        Weights are the float variables not created with ``trainable=False``: a frozen copy (target network)
+        has them too, so that ``sync`` can pair them; a memory's storage and optimizer slots are excluded.
 
         Keys are the names relative to this component with "/" replaced by "." (e.g. ``dense.kernel``),
         so that two copies of a component (a network and its target network) have the same keys.
         """
         return self._graph_fn_variables()
 
-    @graph_fn(returns=1)
+    @graph_fn(returns=1, requires_variable_completeness=True)
     def _graph_fn_variables(self):
         prefix = len(self.global_scope) + 1
         return {name[prefix:].replace("/", "."): var
-                for name, var in self.all_variables(trainable_only=True).items()}
+                for name, var in self.all_variables(weights_only=True).items()}
 
     def get_state(self):
         """State kept outside backend variables (e.g. a numpy buffer), or None.

@@ -104,6 +104,7 @@ class GraphBuilder:
         component.backend = self.backend
         component.seed = self.seed
         component.variable_registry.clear()
+        component.weight_names.clear()
         component.api_input_spaces.clear()
         component.api_method_input_spaces.clear()
         component.input_complete = component.variable_complete = component.built = False
@@ -159,6 +160,8 @@ class GraphBuilder:
                 seen_records[rec.id] = rec
 
         self._waiting = defaultdict(list)
+        self._subtree_waiting = []
+        self._called = called
         for node in meta.graph_fn_calls:
             self._waiting[node.component].append(node)
         queue, self._ready, deferred = deque(), deque(), []
@@ -186,9 +189,7 @@ class GraphBuilder:
                         if not comp.variable_complete and not required[comp]:
                             self._complete(comp)
                     elif kind == "fn":
-                        node = consumer[1]
-                        if node.component.variable_complete and self._inputs_known(node) and node not in self._ready:
-                            self._ready.append(node)
+                        self._enqueue_ready(consumer[1])
                     else:
                         self._derive(consumer[1], queue)
 
@@ -237,6 +238,23 @@ class GraphBuilder:
     def _inputs_known(node):
         return all(r.known for r in node.input_records())
 
+    def _ready_to_run(self, node):
+        """Inputs known, the component's variables exist (and, where required, all its sub-components')."""
+        if not node.component.variable_complete or not self._inputs_known(node):
+            return False
+        if node.fn.requires_variable_completeness:
+            return all(c.variable_complete for c in node.component.get_all_sub_components() if c in self._called)
+        return True
+
+    def _enqueue_ready(self, node):
+        if node.done or node in self._ready:
+            return
+        if self._ready_to_run(node):
+            self._ready.append(node)
+        elif node.fn.requires_variable_completeness and node.component.variable_complete \
+                and node not in self._subtree_waiting:
+            self._subtree_waiting.append(node)
+
     def _register_api_space(self, call, arg, rec):
         comp = call.component
         comp.api_input_spaces.setdefault(arg, rec.space)
@@ -269,7 +287,11 @@ class GraphBuilder:
                 self._state_snapshots.append((comp, copy.deepcopy(state)))
         comp.variable_complete = True
         for node in self._waiting.pop(comp, []):
-            if self._inputs_known(node):
+            self._enqueue_ready(node)
+        # Graph functions that wait for whole subtrees (e.g. variables()) may be ready now.
+        for node in list(self._subtree_waiting):
+            if self._ready_to_run(node):
+                self._subtree_waiting.remove(node)
                 self._ready.append(node)
 
     def _restore_snapshots(self):

@@ -100,14 +100,18 @@ class GraphFunction:
             function is called once per leaf (other arguments passed as they are), and the results are
             merged back into the container's structure.
         add_auto_key_as_first_param: With ``split_ops``, passes each leaf's flat key as first argument.
+        requires_variable_completeness: The build runs the function only once the component AND all its
+            (called) sub-components have created their variables (e.g. to collect all their variables).
     """
 
-    def __init__(self, name, returns=None, split_ops=False, add_auto_key_as_first_param=False):
+    def __init__(self, name, returns=None, split_ops=False, add_auto_key_as_first_param=False,
+                 requires_variable_completeness=False):
         self.name = name
         self.impls = {}
         self.returns = returns
         self.split_ops = split_ops
         self.add_auto_key_as_first_param = add_auto_key_as_first_param
+        self.requires_variable_completeness = requires_variable_completeness
         self._num_outputs = None
         self.__doc__ = None
 
@@ -153,7 +157,8 @@ def _call_graph_fn_unbuilt(component, gf, *args, **kwargs):
                           f"of an API method of a built graph.")
 
 
-def graph_fn(fn=None, *, backend=None, returns=None, split_ops=False, add_auto_key_as_first_param=False):
+def graph_fn(fn=None, *, backend=None, returns=None, split_ops=False, add_auto_key_as_first_param=False,
+             requires_variable_completeness=False):
     """Marks a component method as a graph function.
 
     Write one backend-free implementation with ``@graph_fn``, or one per backend with
@@ -165,10 +170,12 @@ def graph_fn(fn=None, *, backend=None, returns=None, split_ops=False, add_auto_k
         returns: Number of return values; by default counted from the source's return statements.
         split_ops: Call once per primitive leaf of container arguments and merge the results back.
         add_auto_key_as_first_param: With ``split_ops``, pass each leaf's flat key first.
+        requires_variable_completeness: Build-run it only once all sub-components have their variables.
     """
     if fn is None:
         return functools.partial(graph_fn, backend=backend, returns=returns, split_ops=split_ops,
-                                 add_auto_key_as_first_param=add_auto_key_as_first_param)
+                                 add_auto_key_as_first_param=add_auto_key_as_first_param,
+                                 requires_variable_completeness=requires_variable_completeness)
     if backend is not None:
         from rlgraph.utils.backend import normalize_backend
         backend = normalize_backend(backend)
@@ -183,7 +190,8 @@ def graph_fn(fn=None, *, backend=None, returns=None, split_ops=False, add_auto_k
             gf.returns = returns
     else:
         gf = GraphFunction(fn.__name__, returns=returns, split_ops=split_ops,
-                           add_auto_key_as_first_param=add_auto_key_as_first_param)
+                           add_auto_key_as_first_param=add_auto_key_as_first_param,
+                           requires_variable_completeness=requires_variable_completeness)
     gf.add_impl(backend, fn)
     return gf
 

@@ -1,0 +1,188 @@
+"""Base class of memories whose storage lives in numpy arrays on the Python side, not in backend variables."""
+import logging
+import threading
+
+import numpy as np
+
+from rlgraph.components.memories.memory import Memory
+from rlgraph.spaces import Space, TextBox
+from rlgraph.utils.backend import tf, torch
+from rlgraph.utils.decorators import graph_fn, rlgraph_api
+from rlgraph.utils.errors import RLGraphError, RLGraphRuntimeError, RLGraphSpaceError, RLGraphSpecError
+from rlgraph.utils.initializers import variable_rng
+
+logger = logging.getLogger(__name__)
+
+
+class NumpyMemory(Memory):
+    """A memory kept in numpy (sum trees, queues, per-stream buffers) and reached from graph functions.
+
+    Subclasses implement the storage in plain Python (``_insert_numpy``, ``_get_numpy``, ...); this class
+    connects it to the backends:
+
+    - PyTorch: graph functions call the numpy side directly (tensors <-> numpy without copies).
+    - TensorFlow: graph functions call it through ``tf.numpy_function`` with output dtypes and static shapes
+      taken from the record space. A failure on the numpy side travels out as a string output and is raised by
+      ``tf.debugging.Assert``, which the TF executor turns into ``RLGraphRuntimeError`` carrying the message.
+    - The PyTorch build runs every graph function on sample values. During those runs (``in_build_run``)
+      the storage is left alone: inserts and updates do nothing, reads return zero records of the right
+      structure. ``get_state``/``set_state`` save and restore the numpy state all the same.
+
+    All access to the storage holds ``self.lock``, so actors may insert from threads while a learner reads.
+    The numpy side must not block on TF (a waiting ``numpy_function`` holds an inter-op thread); see
+    ``FIFOQueue`` for how a memory that has to wait does it.
+
+    API:
+        insert_records(records): Stores a batch of records.
+        get_size(): The number of items held (int64 scalar).
+
+    Args:
+        capacity: The maximum number of items held.
+        seed: Seed of the memory's numpy generator (default: derived from the executor's seed and the
+            component's scope).
+    """
+
+    default_scope = "numpy-memory"
+
+    def __init__(self, capacity=1000, seed=None, scope=None, **kwargs):
+        super().__init__(capacity=capacity, scope=scope, **kwargs)
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+            raise RLGraphSpecError(f"{type(self).__name__}: seed must be an int or None, got {seed!r}.")
+        self.sampling_seed = seed
+        self.lock = None
+
+    def check_input_spaces(self, input_spaces, action_space=None):
+        super().check_input_spaces(input_spaces, action_space)
+        for key, space in input_spaces["records"].flatten().items():
+            if isinstance(space, TextBox):
+                raise RLGraphSpaceError(f"API method 'insert_records', argument 'records': {type(self).__name__} "
+                                        f"stores numeric and bool records only, got a TextBox at key '{key}'.")
+
+    def create_variables(self, input_spaces, action_space=None):
+        self.lock = threading.Lock()
+        self._create_storage(input_spaces)
+
+    def _create_storage(self, input_spaces):
+        """Creates the numpy storage for the ``records`` space; sets ``self.record_space``."""
+        raise NotImplementedError
+
+    def make_rng(self):
+        """A numpy generator from ``seed``, or from the executor's seed and this component's scope."""
+        if self.sampling_seed is not None:
+            return np.random.default_rng(int(self.sampling_seed))
+        return variable_rng(self.seed, f"{self.global_scope}/sampling")
+
+    def where(self, api_method):
+        """Prefix of error messages (free of quotes: TF escapes them in assertion messages)."""
+        return f"{type(self).__name__} {self.global_scope}, API method {api_method}"
+
+    # --- numpy side (subclasses) -----------------------------------------------------------------------------
+    def _insert_numpy(self, flat_records):
+        """Stores records given as flat key -> array [n, ...]; raises ``RLGraphError`` on failure."""
+        raise NotImplementedError
+
+    def _size_numpy(self):
+        """The number of items held (int)."""
+        raise NotImplementedError
+
+    # --- API -------------------------------------------------------------------------------------------------
+    @rlgraph_api
+    def get_size(self):
+        return self._graph_fn_get_size()
+
+    @graph_fn(backend="tf")
+    def _graph_fn_insert_records(self, records):
+        keys = list(self.record_space.flatten())
+        flat = self.record_space.flatten_value(records)
+
+        def insert(*arrays):
+            self._insert_numpy(dict(zip(keys, arrays)))
+            return []
+        self.tf_numpy_call(insert, [flat[k] for k in keys], [], "insert_records")
+
+    @graph_fn(backend="pytorch")
+    def _graph_fn_insert_records(self, records):
+        if self.in_build_run:
+            return
+        flat = self.record_space.flatten_value(records)
+        self.torch_numpy_call(self._insert_numpy, {k: torch_to_numpy(v) for k, v in flat.items()},
+                              api_method="insert_records")
+
+    @graph_fn(backend="tf")
+    def _graph_fn_get_size(self):
+        (size,) = self.tf_numpy_call(lambda: [np.int64(self._size_numpy())], [], [(np.int64, ())], "get_size")
+        return size
+
+    @graph_fn(backend="pytorch")
+    def _graph_fn_get_size(self):
+        return torch.tensor(self._size_numpy(), dtype=torch.int64)
+
+    # --- backend bridges (used only inside graph functions) ----------------------------------------------
+    def tf_numpy_call(self, fn, inputs, out_specs, api_method):
+        """Runs ``fn(*numpy_inputs) -> list of arrays`` through ``tf.numpy_function``; used by TF graph fns.
+
+        Args:
+            fn: The numpy-side function; it returns one array per entry of ``out_specs``.
+            inputs: Tensors passed to ``fn`` as numpy arrays.
+            out_specs: ``(numpy dtype, shape)`` per output; ``None`` dims stay open.
+            api_method: Named in error messages.
+
+        Returns:
+            The list of output tensors, with static shapes set; they depend on the check that raises the
+            numpy side's error message (``RLGraphError``) as an assertion failure.
+        """
+        specs = [(np.dtype(d), tuple(s)) for d, s in out_specs]
+        prefix = self.where(api_method)
+
+        def run(*arrays):
+            try:
+                outs = list(fn(*arrays))
+                error = b""
+            except RLGraphError as e:
+                logger.debug("%s failed: %s", prefix, e)
+                outs = [np.zeros(tuple(0 if d is None else d for d in shape), dtype) for dtype, shape in specs]
+                error = f"{prefix}: {e}".encode("utf-8", "replace")
+            return [np.asarray(o, dtype) for o, (dtype, _) in zip(outs, specs)] + [np.asarray(error, dtype=object)]
+
+        results = tf.numpy_function(run, list(inputs), [tf.as_dtype(d) for d, _ in specs] + [tf.string],
+                                    stateful=True, name=f"{type(self).__name__}_{api_method}")
+        *outs, error = results
+        error.set_shape([])
+        check = tf.debugging.Assert(tf.equal(tf.strings.length(error), 0), [error])
+        with tf.control_dependencies([check]):
+            return [tf.ensure_shape(tf.identity(o), shape) for o, (_, shape) in zip(outs, specs)]
+
+    def torch_numpy_call(self, fn, *args, api_method):
+        """Calls the numpy side from a PyTorch graph fn; its ``RLGraphError`` becomes ``RLGraphRuntimeError``."""
+        try:
+            return fn(*args)
+        except RLGraphError as e:
+            raise RLGraphRuntimeError(f"{self.where(api_method)}: {e}") from None
+
+    def zero_outputs(self, out_specs, n):
+        """Numpy zeros for ``out_specs`` with ``n`` leading rows (what reads return during the build)."""
+        return [np.zeros((n,) + tuple(shape[1:]), dtype) for dtype, shape in out_specs]
+
+
+def torch_to_numpy(value):
+    """A numpy view of a CPU tensor (a copy for other devices); numpy values pass through."""
+    if isinstance(value, np.ndarray) or not isinstance(value, torch.Tensor):
+        return np.asarray(value)
+    if value.requires_grad:
+        value = value.detach()
+    return value.numpy() if value.device.type == "cpu" else value.cpu().numpy()
+
+
+def numpy_to_torch(array):
+    """A tensor sharing memory with a writable numpy array (copied if it is read-only)."""
+    array = np.asarray(array)
+    if not array.flags.writeable:
+        array = array.copy()
+    return torch.from_numpy(array)
+
+
+def flat_specs(space):
+    """``[(flat key, numpy dtype, shape without batch/time ranks)]`` of a space's primitives."""
+    if not isinstance(space, Space):
+        raise RLGraphSpaceError(f"Expected a Space, got {space!r}.")
+    return [(k, np.dtype(s.dtype), tuple(s.shape)) for k, s in space.flatten().items()]

@@ -1,0 +1,126 @@
+"""Prioritized experience replay as a component (Schaul et al. 2016)."""
+import numpy as np
+
+from rlgraph.components.memories.numpy_memory import NumpyMemory, flat_specs, numpy_to_torch, torch_to_numpy
+from rlgraph.components.memories.prioritized_replay_buffer import PrioritizedReplayBuffer
+from rlgraph.utils.decorators import graph_fn, rlgraph_api
+from rlgraph.utils.errors import RLGraphSpecError
+
+
+def check_exponent(owner, name, value):
+    """Returns ``value`` as a float if it is finite and >= 0, else raises ``RLGraphSpecError``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(value) or value < 0:
+        raise RLGraphSpecError(f"{owner}: {name} must be a finite number >= 0, got {value!r}.")
+    return float(value)
+
+
+class PrioritizedReplay(NumpyMemory):
+    """Proportional prioritized replay (Schaul et al. 2016, Prioritized Experience Replay).
+
+    Records are sampled with probability P(i) = p_i^alpha / sum_k p_k^alpha (stratified: one draw in each of
+    ``num_records`` equal segments of the priority mass) and weighted by importance-sampling weights
+    w_i = (N P(i))^-beta / max_j w_j. Storage and sum/min trees are the numpy ``PrioritizedReplayBuffer``
+    (O(log N) per record); see ``NumpyMemory`` for how the backends reach it.
+
+    API:
+        insert_records(records): Appends a batch (ring buffer: the oldest records are overwritten when full);
+            new records get the largest priority seen so far (initially 1).
+        get_records(num_records): ``(records, indices, importance_weights)``; indices int64, weights float32.
+            Raises ``RLGraphRuntimeError`` if the memory holds fewer than ``num_records`` records.
+        update_records(indices, priorities): Sets the raw priorities (e.g. |TD error| + eps) of the records at
+            ``indices``; negative, NaN or infinite priorities and unknown indices raise ``RLGraphRuntimeError``
+            (nothing is changed then).
+        get_size(): The number of records held.
+
+    Args:
+        capacity: The maximum number of records.
+        alpha: Priority exponent (0 = uniform sampling).
+        beta: Importance-sampling exponent (0 = no correction, 1 = full correction).
+        seed: Seed of the sampling generator (default: from the executor's seed and the scope), so that
+            TF and PyTorch draw the same samples.
+    """
+
+    default_scope = "prioritized-replay"
+
+    def __init__(self, capacity=1000, alpha=0.6, beta=0.4, seed=None, scope=None, **kwargs):
+        super().__init__(capacity=capacity, seed=seed, scope=scope, **kwargs)
+        self.alpha = check_exponent(type(self).__name__, "alpha", alpha)
+        self.beta = check_exponent(type(self).__name__, "beta", beta)
+        self.buffer = None
+        self._get_specs = None
+
+    def _create_storage(self, input_spaces):
+        self.record_space = input_spaces["records"].strip_ranks().with_batch_rank()
+        specs = flat_specs(self.record_space)
+        self.buffer = PrioritizedReplayBuffer(self.capacity, alpha=self.alpha, beta=self.beta,
+                                              record_spec={k: (shape, dtype) for k, dtype, shape in specs},
+                                              rng=self.make_rng())
+        self._keys = [k for k, _, _ in specs]
+        self._get_specs = [(dtype, (None,) + shape) for _, dtype, shape in specs] + \
+                          [(np.int64, (None,)), (np.float32, (None,))]
+
+    def get_state(self):
+        if self.buffer is None:
+            return None
+        with self.lock:
+            return self.buffer.get_state()
+
+    def set_state(self, state):
+        if state is not None:
+            with self.lock:
+                self.buffer.set_state(state)
+
+    # --- numpy side -----------------------------------------------------------------------------------------
+    def _insert_numpy(self, flat_records):
+        with self.lock:
+            self.buffer.insert(flat_records)
+
+    def _get_numpy(self, num_records):
+        with self.lock:
+            records, indices, weights = self.buffer.sample(int(num_records))
+        return [records[k] for k in self._keys] + [indices, weights]
+
+    def _update_numpy(self, indices, priorities):
+        with self.lock:
+            self.buffer.update(indices, priorities)
+        return []
+
+    def _size_numpy(self):
+        return self.buffer.size
+
+    def _pack(self, outputs):
+        *flat, indices, weights = outputs
+        return self.record_space.unflatten(dict(zip(self._keys, flat))), indices, weights
+
+    # --- API -------------------------------------------------------------------------------------------------
+    @rlgraph_api
+    def get_records(self, num_records=1):
+        return self._graph_fn_get_records(num_records)
+
+    @rlgraph_api(must_be_complete=False)  # Its indices come from get_records: no say in the storage.
+    def update_records(self, indices, priorities):
+        return self._graph_fn_update_records(indices, priorities)
+
+    @graph_fn(backend="tf", returns=3)
+    def _graph_fn_get_records(self, num_records):
+        return self._pack(self.tf_numpy_call(self._get_numpy, [num_records], self._get_specs, "get_records"))
+
+    @graph_fn(backend="pytorch", returns=3)
+    def _graph_fn_get_records(self, num_records):
+        n = int(num_records)
+        if self.in_build_run:
+            outputs = self.zero_outputs(self._get_specs, n)
+        else:
+            outputs = self.torch_numpy_call(self._get_numpy, n, api_method="get_records")
+        return self._pack([numpy_to_torch(o) for o in outputs])
+
+    @graph_fn(backend="tf")
+    def _graph_fn_update_records(self, indices, priorities):
+        self.tf_numpy_call(self._update_numpy, [indices, priorities], [], "update_records")
+
+    @graph_fn(backend="pytorch")
+    def _graph_fn_update_records(self, indices, priorities):
+        if not self.in_build_run:
+            self.torch_numpy_call(self._update_numpy, torch_to_numpy(indices), torch_to_numpy(priorities),
+                                  api_method="update_records")

@@ -1,0 +1,45 @@
+"""Adam (Kingma & Ba 2015)."""
+from rlgraph.components.optimizers.optimizer import Optimizer
+from rlgraph.utils.errors import RLGraphSpecError
+
+
+class AdamOptimizer(Optimizer):
+    """Adam (Kingma & Ba 2015, Adam: A Method for Stochastic Optimization, Algorithm 1).
+
+    With step t = 1, 2, ... and moments m, v starting at 0::
+
+        m = beta_1 * m + (1 - beta_1) * g
+        v = beta_2 * v + (1 - beta_2) * g^2
+        w -= lr * (m / (1 - beta_1^t)) / (sqrt(v / (1 - beta_2^t)) + epsilon)
+
+    i.e. epsilon is added to the bias-corrected sqrt(v-hat), as in the paper's Algorithm 1 and
+    ``torch.optim.Adam`` (Keras adds it to the uncorrected sqrt(v), a slightly different epsilon).
+
+    Args:
+        learning_rate: A number or any ``TimeDependentParameter`` spec.
+        beta_1: Decay of the first moment, in [0, 1).
+        beta_2: Decay of the second moment, in [0, 1).
+        epsilon: Added to the denominator (> 0).
+        clip_grad_norm: Clip gradients to this global norm (None: no clipping).
+    """
+
+    __aliases__ = ("adam",)
+    default_scope = "adam-optimizer"
+    slot_names = ("m", "v")
+
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-8, clip_grad_norm=None, scope=None,
+                 **kwargs):
+        super().__init__(learning_rate=learning_rate, clip_grad_norm=clip_grad_norm, scope=scope, **kwargs)
+        for name, value in (("beta_1", beta_1), ("beta_2", beta_2)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                raise RLGraphSpecError(f"AdamOptimizer: {name} must be a number in [0, 1), got {value!r}.")
+        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not epsilon > 0.0:
+            raise RLGraphSpecError(f"AdamOptimizer: epsilon must be a number > 0, got {epsilon!r}.")
+        self.beta_1, self.beta_2, self.epsilon = float(beta_1), float(beta_2), float(epsilon)
+
+    def update_rule(self, grad, slots, learning_rate, step):
+        m = self.beta_1 * slots["m"] + (1.0 - self.beta_1) * grad
+        v = self.beta_2 * slots["v"] + (1.0 - self.beta_2) * grad * grad
+        m_hat = m / (1.0 - self.beta_1 ** step)
+        v_hat = v / (1.0 - self.beta_2 ** step)
+        return learning_rate * m_hat / (v_hat ** 0.5 + self.epsilon), {"m": m, "v": v}

@@ -1,0 +1,224 @@
+"""Base class of optimizers: gradients of a loss w.r.t. a dict of variables, global-norm clipping, updates."""
+import logging
+
+import numpy as np
+
+from rlgraph.components.common.time_dependent_parameters import TimeDependentParameter
+from rlgraph.components.component import Component
+from rlgraph.spaces import Dict, FloatBox
+from rlgraph.utils.backend import tf, torch
+from rlgraph.utils.decorators import graph_fn, rlgraph_api
+from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError
+
+logger = logging.getLogger(__name__)
+
+
+class Optimizer(Component):
+    """Computes gradients of a scalar loss w.r.t. a dict of variables and applies an update rule to them.
+
+    The variables to optimize are passed in as the ``variables`` argument, a dict as returned by the
+    built-in ``variables()`` API method of another component (e.g. ``self.optimizer.step(
+    self.network.variables(), loss)``, where ``loss`` is computed in the same API call). Subclasses define
+    the update rule once, in backend-free arithmetic (``update_rule``), so TF and PyTorch run the same math.
+
+    Gradients are clipped by their global norm (``g *= clip / max(||g||, clip)``, as ``tf.clip_by_global_norm``)
+    before the update. The learning rate may be any ``TimeDependentParameter`` spec (a number, or e.g.
+    ``["linear", 1e-3, 1e-5]``), evaluated at ``time_percentage`` (training progress in [0, 1]; 0 if not given).
+
+    Slot variables (moments, velocities) are created in ``create_variables`` for every variable in the
+    ``variables`` argument's space (or, for variables only seen later, e.g. through ``apply_gradients``, on
+    first use), with the variable's exact shape and dtype. They are named
+    ``<optimizer scope>/<variable key>/<slot>`` and are not trainable. The step counter is ``steps``.
+
+    API:
+        step(variables, loss, time_percentage=None): Computes the gradients of ``loss`` and applies them;
+            returns ``(loss, grad_norm)`` with the global norm before clipping.
+        calculate_gradients(variables, loss): The gradients, a dict keyed like ``variables``.
+        apply_gradients(variables, gradients, time_percentage=None): Clips and applies gradients (e.g.
+            averaged over towers); returns the global norm before clipping.
+
+    Args:
+        learning_rate: The learning rate: a number or any ``TimeDependentParameter`` spec.
+        clip_grad_norm: Clip gradients to this global norm (None: no clipping).
+    """
+
+    default_scope = "optimizer"
+    #: Names of the slot variables each optimized variable gets.
+    slot_names = ()
+
+    def __init__(self, learning_rate=0.001, clip_grad_norm=None, scope=None, **kwargs):
+        super().__init__(scope=scope, **kwargs)
+        owner = type(self).__name__
+        self.learning_rate = TimeDependentParameter.from_spec(learning_rate, _path=f"{owner}.learning_rate",
+                                                              scope="learning-rate")
+        self.add_components(self.learning_rate)
+        if clip_grad_norm is not None and (isinstance(clip_grad_norm, bool) or not isinstance(
+                clip_grad_norm, (int, float)) or not np.isfinite(clip_grad_norm) or clip_grad_norm <= 0):
+            raise RLGraphSpecError(f"{owner}: clip_grad_norm must be a positive number or None, got "
+                                   f"{clip_grad_norm!r}.")
+        self.clip_grad_norm = None if clip_grad_norm is None else float(clip_grad_norm)
+        self.steps = None
+        self.slots = {}
+
+    def check_input_spaces(self, input_spaces, action_space=None):
+        variables = input_spaces.get("variables")
+        if variables is not None:
+            if not isinstance(variables, Dict):
+                raise RLGraphSpaceError(f"API method 'step', argument 'variables': expected a dict of variables "
+                                        f"(as returned by another component's variables()), got {variables!r}.")
+            bad = [k for k, s in variables.flatten().items() if not isinstance(s, FloatBox)]
+            if bad:
+                raise RLGraphSpaceError(f"API method 'step', argument 'variables': only float variables can be "
+                                        f"optimized; not float: {bad}.")
+        loss = input_spaces.get("loss")
+        if loss is not None and (not isinstance(loss, FloatBox) or loss.shape != () or loss.has_batch_rank
+                                 or loss.has_time_rank):
+            raise RLGraphSpaceError(f"API method 'step', argument 'loss': expected a scalar float loss (reduce "
+                                    f"per-item losses first), got {loss!r}.")
+
+    def create_variables(self, input_spaces, action_space=None):
+        self.steps = self.get_variable("steps", dtype="int64", trainable=False)
+        self.slots = {}
+        variables = input_spaces.get("variables")
+        if variables is not None:  # All of them: variables() waits until its whole component is built.
+            for key, space in variables.items():
+                self.slots[key] = {name: self.get_variable(f"{key}/{name}", shape=space.shape, dtype=space.dtype,
+                                                           trainable=False) for name in self.slot_names}
+
+    # --- update rule (subclasses) ----------------------------------------------------------------------------
+    def update_rule(self, grad, slots, learning_rate, step):
+        """The update of one variable, in arithmetic that serves both backends.
+
+        Args:
+            grad: The (clipped) gradient.
+            slots: Slot name -> current slot value.
+            learning_rate: The learning rate (scalar tensor of the variable's dtype).
+            step: The 1-based number of this update (scalar tensor of the variable's dtype).
+
+        Returns:
+            ``(delta, new_slots)``: the variable becomes ``variable - delta``; ``new_slots`` maps slot names
+            to their new values.
+        """
+        raise NotImplementedError
+
+    # --- API ---------------------------------------------------------------------------------------------------
+    @rlgraph_api
+    def step(self, variables, loss, time_percentage=None):
+        return self._graph_fn_step(variables, loss, self._learning_rate(time_percentage))
+
+    @rlgraph_api
+    def calculate_gradients(self, variables, loss):
+        return self._graph_fn_calculate_gradients(variables, loss)
+
+    # Not needed for create_variables (slots are made from the variables themselves), and the gradients may be
+    # this optimizer's own calculate_gradients() output: no need to wait for these spaces.
+    @rlgraph_api(must_be_complete=False)
+    def apply_gradients(self, variables, gradients, time_percentage=None):
+        return self._graph_fn_apply_gradients(variables, gradients, self._learning_rate(time_percentage))
+
+    def _learning_rate(self, time_percentage):
+        return self.learning_rate.get(0.0 if time_percentage is None else time_percentage)
+
+    # --- TensorFlow ------------------------------------------------------------------------------------------
+    @graph_fn(backend="tf", returns=2)
+    def _graph_fn_step(self, variables, loss, learning_rate):
+        return loss, self._tf_apply(variables, self._tf_gradients(variables, loss), learning_rate)
+
+    @graph_fn(backend="tf")
+    def _graph_fn_calculate_gradients(self, variables, loss):
+        return self._tf_gradients(variables, loss)
+
+    @graph_fn(backend="tf")
+    def _graph_fn_apply_gradients(self, variables, gradients, learning_rate):
+        return self._tf_apply(variables, gradients, learning_rate)
+
+    def _tf_gradients(self, variables, loss):
+        keys = list(variables)
+        grads = tf.gradients(loss, [variables[k] for k in keys])
+        # Unconnected variables get zeros; IndexedSlices (from gathers) become dense.
+        return {k: tf.zeros_like(variables[k]) if g is None else tf.convert_to_tensor(g) for k, g in zip(keys, grads)}
+
+    def _tf_apply(self, variables, gradients, learning_rate):
+        keys = self._check_keys(variables, gradients)
+        grads = [tf.cast(gradients[k], variables[k].dtype) for k in keys]
+        norm = tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(tf.cast(g, tf.float32))) for g in grads])) \
+            if grads else tf.constant(0.0)
+        if self.clip_grad_norm is not None:
+            scale = self.clip_grad_norm / tf.maximum(norm, self.clip_grad_norm)
+            grads = [g * tf.cast(scale, g.dtype) for g in grads]
+        step = self.steps.assign_add(1)
+        for k, g in zip(keys, grads):
+            var = variables[k]
+            slots = self._slots_for(k, var)
+            delta, new_slots = self.update_rule(g, {name: s.read_value() for name, s in slots.items()},
+                                                tf.cast(learning_rate, var.dtype), tf.cast(step, var.dtype))
+            for name, value in new_slots.items():
+                slots[name].assign(value)
+            var.assign_sub(delta)
+        return norm
+
+    # --- PyTorch ---------------------------------------------------------------------------------------------
+    @graph_fn(backend="pytorch", returns=2)
+    def _graph_fn_step(self, variables, loss, learning_rate):
+        return loss.detach(), self._torch_apply(variables, self._torch_gradients(variables, loss), learning_rate)
+
+    @graph_fn(backend="pytorch")
+    def _graph_fn_calculate_gradients(self, variables, loss):
+        return self._torch_gradients(variables, loss)
+
+    @graph_fn(backend="pytorch")
+    def _graph_fn_apply_gradients(self, variables, gradients, learning_rate):
+        return self._torch_apply(variables, gradients, learning_rate)
+
+    def _torch_gradients(self, variables, loss):
+        keys = list(variables)
+        if not keys:
+            return {}
+        grads = torch.autograd.grad(loss, [variables[k] for k in keys], allow_unused=True)
+        return {k: torch.zeros_like(variables[k]) if g is None else g for k, g in zip(keys, grads)}
+
+    def _torch_apply(self, variables, gradients, learning_rate):
+        keys = self._check_keys(variables, gradients)
+        with torch.no_grad():
+            grads = [gradients[k].to(variables[k].dtype) for k in keys]
+            norm = torch.sqrt(sum(torch.sum(torch.square(g.to(torch.float32))) for g in grads)) \
+                if grads else torch.tensor(0.0)
+            if self.in_build_run:
+                # The build's sample runs: only create the slots. (Slots created here are not among the
+                # variables the build restores afterwards, so they must not change.)
+                for k in keys:
+                    self._slots_for(k, variables[k])
+                return norm
+            if self.clip_grad_norm is not None:
+                scale = self.clip_grad_norm / torch.clamp(norm, min=self.clip_grad_norm)
+                grads = [g * scale.to(g.dtype) for g in grads]
+            self.steps.add_(1)
+            learning_rate = torch.as_tensor(learning_rate)
+            for k, g in zip(keys, grads):
+                var = variables[k]
+                slots = self._slots_for(k, var)
+                delta, new_slots = self.update_rule(g, dict(slots), learning_rate.to(var.dtype),
+                                                    self.steps.to(var.dtype))
+                for name, value in new_slots.items():
+                    slots[name].copy_(value)
+                var.sub_(delta)
+        return norm
+
+    # --- helpers -----------------------------------------------------------------------------------------------
+    def _slots_for(self, key, var):
+        """The slot variables of variable ``key`` (created on first use with the variable's shape and dtype)."""
+        slots = self.slots.get(key)
+        if slots is None:
+            shape, dtype = self.backend.shape_and_dtype(var)
+            slots = {name: self.get_variable(f"{key}/{name}", shape=shape, dtype=dtype, trainable=False)
+                     for name in self.slot_names}
+            self.slots[key] = slots
+        return slots
+
+    def _check_keys(self, variables, gradients):
+        keys = list(variables)
+        if not self.in_build_run and set(keys) != set(gradients):
+            raise RLGraphSpaceError(f"Optimizer '{self.global_scope}', API method 'apply_gradients': gradients "
+                                    f"must have the keys of variables; variables: {sorted(keys)}, gradients: "
+                                    f"{sorted(gradients)}.")
+        return [k for k in keys if k in gradients]

@@ -1,0 +1,237 @@
+"""Tests of the optimizers against numpy implementations of the same update rules, on both backends."""
+import numpy as np
+import pytest
+
+from rlgraph import graph_fn, rlgraph_api
+from rlgraph.components import Component, NeuralNetwork
+from rlgraph.components.optimizers import AdamOptimizer, Optimizer, RMSPropOptimizer, SGDOptimizer
+from rlgraph.spaces import FloatBox
+from rlgraph.tests import ComponentTest, run_on_backends
+from rlgraph.utils.backend import tf, torch
+from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError
+
+KERNEL, BIAS = "regression/neural-network/dense/kernel", "regression/neural-network/dense/bias"
+
+
+class Regression(Component):
+    """Least squares: a network, an MSE loss and an optimizer, wired as an agent would wire them."""
+
+    def __init__(self, optimizer, layers=({"type": "dense", "units": 1},)):
+        super().__init__(scope="regression")
+        self.network = NeuralNetwork(*layers)
+        self.optimizer = optimizer
+        self.add_components(self.network, self.optimizer)
+
+    @rlgraph_api
+    def update(self, x, y, time_percentage):
+        loss = self._graph_fn_loss(self.network.call(x), y)
+        return self.optimizer.step(self.network.variables(), loss, time_percentage)
+
+    @rlgraph_api
+    def gradients(self, x, y):
+        loss = self._graph_fn_loss(self.network.call(x), y)
+        return self.optimizer.calculate_gradients(self.network.variables(), loss)
+
+    @rlgraph_api
+    def apply(self, x, y, time_percentage):
+        variables = self.network.variables()
+        gradients = self.optimizer.calculate_gradients(variables, self._graph_fn_loss(self.network.call(x), y))
+        return self.optimizer.apply_gradients(variables, gradients, time_percentage)
+
+    @graph_fn(backend="tf")
+    def _graph_fn_loss(self, predictions, y):
+        return tf.reduce_mean(tf.square(predictions[:, 0] - y))
+
+    @graph_fn(backend="pytorch")
+    def _graph_fn_loss(self, predictions, y):
+        return torch.mean(torch.square(predictions[:, 0] - y))
+
+
+SPACES = dict(x=FloatBox(shape=(3,), add_batch_rank=True), y=FloatBox(add_batch_rank=True), time_percentage=float)
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(16, 3)).astype(np.float32)
+Y = (X @ np.array([1.0, -2.0, 0.5]) + 0.3).astype(np.float32)
+
+
+def numpy_gradients(w, b, x=X, y=Y):
+    """Loss and gradients of mean((x w + b - y)^2), by hand."""
+    residual = (x.astype(np.float64) @ w + b)[:, 0] - y
+    return np.mean(residual ** 2), 2.0 * x.T @ residual[:, None] / len(y), np.array([2.0 * residual.mean()])
+
+
+# Reference update rules, written from the papers / framework docs (not from the components' code).
+def sgd_reference(momentum=0.0, nesterov=False):
+    def update(w, g, lr, state, t):
+        if momentum == 0.0:
+            return w - lr * g
+        state["v"] = momentum * state.get("v", 0.0) - lr * g
+        return w + (momentum * state["v"] - lr * g if nesterov else state["v"])
+    return update
+
+
+def adam_reference(beta_1=0.9, beta_2=0.999, epsilon=1e-8):
+    def update(w, g, lr, state, t):  # Kingma & Ba 2015, Algorithm 1.
+        state["m"] = beta_1 * state.get("m", 0.0) + (1 - beta_1) * g
+        state["v"] = beta_2 * state.get("v", 0.0) + (1 - beta_2) * g ** 2
+        m_hat, v_hat = state["m"] / (1 - beta_1 ** t), state["v"] / (1 - beta_2 ** t)
+        return w - lr * m_hat / (np.sqrt(v_hat) + epsilon)
+    return update
+
+
+def rmsprop_reference(decay=0.9, momentum=0.0, epsilon=1e-10, centered=False, inside=True):
+    def update(w, g, lr, state, t):
+        state["ms"] = decay * state.get("ms", 0.0) + (1 - decay) * g ** 2
+        denominator = state["ms"]
+        if centered:
+            state["mg"] = decay * state.get("mg", 0.0) + (1 - decay) * g
+            denominator = denominator - state["mg"] ** 2
+        denominator = np.sqrt(denominator + epsilon) if inside else np.sqrt(denominator) + epsilon
+        step = lr * g / denominator
+        if momentum:
+            state["mom"] = momentum * state.get("mom", 0.0) + step
+            step = state["mom"]
+        return w - step
+    return update
+
+
+CASES = {
+    "sgd": (lambda: SGDOptimizer(0.1), sgd_reference(), 0.1),
+    "sgd-momentum": (lambda: SGDOptimizer(0.05, momentum=0.9), sgd_reference(0.9), 0.05),
+    "sgd-nesterov": (lambda: SGDOptimizer(0.05, momentum=0.9, nesterov=True), sgd_reference(0.9, True), 0.05),
+    "adam": (lambda: AdamOptimizer(0.05), adam_reference(), 0.05),
+    "adam-betas": (lambda: AdamOptimizer(0.02, beta_1=0.5, beta_2=0.9, epsilon=1e-3),
+                   adam_reference(0.5, 0.9, 1e-3), 0.02),
+    "rmsprop": (lambda: RMSPropOptimizer(0.01), rmsprop_reference(), 0.01),
+    "rmsprop-centered-momentum-eps-outside": (
+        lambda: RMSPropOptimizer(0.01, decay=0.8, momentum=0.5, epsilon=1e-3, centered=True, epsilon_inside_sqrt=False),
+        rmsprop_reference(0.8, 0.5, 1e-3, centered=True, inside=False), 0.01),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_update_rules_match_numpy(backend, case):
+    make, reference, lr = CASES[case]
+    test = ComponentTest(Regression(make()), input_spaces=SPACES, backend=backend)
+    weights = test.executor.get_weights()
+    w, b = weights[KERNEL].astype(np.float64), weights[BIAS].astype(np.float64)
+    state_w, state_b = {}, {}
+    for t in range(1, 7):
+        loss, g_w, g_b = numpy_gradients(w, b)
+        out_loss, out_norm = test.test(("update", [X, Y, 0.0]))
+        np.testing.assert_allclose(out_loss, loss, rtol=1e-5)
+        np.testing.assert_allclose(out_norm, np.sqrt((g_w ** 2).sum() + (g_b ** 2).sum()), rtol=1e-5)
+        w, b = reference(w, g_w, lr, state_w, t), reference(b, g_b, lr, state_b, t)
+        weights = test.executor.get_weights()
+        np.testing.assert_allclose(weights[KERNEL], w, rtol=2e-5, atol=1e-6, err_msg=f"kernel after step {t}")
+        np.testing.assert_allclose(weights[BIAS], b, rtol=2e-5, atol=1e-6, err_msg=f"bias after step {t}")
+    steps = test.read_variable_values(f"regression/{test.component.optimizer.scope}/steps")
+    assert steps == 6
+
+
+def test_gradient_clipping_by_global_norm(backend):
+    clip, lr = 0.05, 0.1
+    test = ComponentTest(Regression(SGDOptimizer(lr, clip_grad_norm=clip)), input_spaces=SPACES, backend=backend)
+    weights = test.executor.get_weights()
+    w, b = weights[KERNEL].astype(np.float64), weights[BIAS].astype(np.float64)
+    for _ in range(3):
+        _, g_w, g_b = numpy_gradients(w, b)
+        norm = np.sqrt((g_w ** 2).sum() + (g_b ** 2).sum())
+        assert norm > clip  # The clip is active.
+        _, out_norm = test.test(("update", [X, Y, 0.0]))
+        np.testing.assert_allclose(out_norm, norm, rtol=1e-5)  # The norm before clipping.
+        scale = clip / max(norm, clip)
+        new_w, new_b = w - lr * scale * g_w, b - lr * scale * g_b
+        weights = test.executor.get_weights()
+        np.testing.assert_allclose(weights[KERNEL], new_w, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(weights[BIAS], new_b, rtol=1e-5, atol=1e-7)
+        # The clipped step has norm lr * clip.
+        step = np.sqrt(((weights[KERNEL] - w) ** 2).sum() + ((weights[BIAS] - b) ** 2).sum())
+        np.testing.assert_allclose(step, lr * clip, rtol=1e-4)
+        w, b = new_w, new_b
+
+
+def test_learning_rate_schedule_follows_time_percentage(backend):
+    test = ComponentTest(Regression(SGDOptimizer(["linear", 0.1, 0.01])), input_spaces=SPACES, backend=backend)
+    weights = test.executor.get_weights()
+    w, b = weights[KERNEL].astype(np.float64), weights[BIAS].astype(np.float64)
+    for t in (0.0, 0.25, 0.8, 1.0, 1.7):
+        _, g_w, g_b = numpy_gradients(w, b)
+        lr = 0.1 + (0.01 - 0.1) * min(t, 1.0)
+        test.test(("update", [X, Y, t]))
+        w, b = w - lr * g_w, b - lr * g_b
+        weights = test.executor.get_weights()
+        np.testing.assert_allclose(weights[KERNEL], w, rtol=1e-5, atol=1e-7, err_msg=f"t={t}")
+        np.testing.assert_allclose(weights[BIAS], b, rtol=1e-5, atol=1e-7, err_msg=f"t={t}")
+
+
+def test_calculate_and_apply_gradients(backend):
+    test = ComponentTest(Regression(AdamOptimizer(0.05, clip_grad_norm=1.0)), input_spaces=SPACES, backend=backend)
+    weights = test.executor.get_weights()
+    w, b = weights[KERNEL].astype(np.float64), weights[BIAS].astype(np.float64)
+    grads = test.test(("gradients", [X, Y]))
+    _, g_w, g_b = numpy_gradients(w, b)
+    assert set(grads) == {"dense.kernel", "dense.bias"}
+    np.testing.assert_allclose(grads["dense.kernel"], g_w, rtol=1e-5)
+    np.testing.assert_allclose(grads["dense.bias"], g_b, rtol=1e-5, atol=1e-7)
+    np.testing.assert_array_equal(test.executor.get_weights()[KERNEL], weights[KERNEL])  # Nothing applied.
+    norm = test.test(("apply", [X, Y, 0.0]))
+    np.testing.assert_allclose(norm, np.sqrt((g_w ** 2).sum() + (g_b ** 2).sum()), rtol=1e-5)
+    scale = 1.0 / max(norm, 1.0)
+    reference = adam_reference()
+    np.testing.assert_allclose(test.executor.get_weights()[KERNEL], reference(w, scale * g_w, 0.05, {}, 1), rtol=1e-5)
+
+
+def test_backends_agree():
+    calls = [("update", [X, Y, t]) for t in (0.0, 0.3, 0.6)] + [("gradients", [X, Y]), ("apply", [X, Y, 1.0])]
+    for make in (lambda: AdamOptimizer(["polynomial", 0.05, 0.001, 2.0], clip_grad_norm=2.0),
+                 lambda: RMSPropOptimizer(0.01, centered=True, momentum=0.9),
+                 lambda: SGDOptimizer(0.05, momentum=0.5, nesterov=True, clip_grad_norm=0.5)):
+        run_on_backends(lambda: Regression(make()), SPACES, calls, decimals=5)
+
+
+def test_mlp_learns_to_near_zero_loss(backend):
+    layers = ({"type": "dense", "units": 16, "activation": "tanh"}, {"type": "dense", "units": 7, "activation": "tanh"},
+              {"type": "dense", "units": 1})
+    test = ComponentTest(Regression(AdamOptimizer(0.02), layers=layers), input_spaces=SPACES, backend=backend)
+    x = np.random.default_rng(1).uniform(-1.0, 1.0, size=(64, 3)).astype(np.float32)
+    y = (np.sin(2.0 * x[:, 0]) + 0.5 * x[:, 1] * x[:, 2]).astype(np.float32)
+    losses = [float(test.test(("update", [x, y, 0.0]))[0]) for _ in range(400)]
+    assert losses[-1] < 0.01 * losses[0], (losses[0], losses[-1])
+    assert losses[-1] < 5e-3
+    # Every trainable variable got its slots (the build sees the variables dict of a 3-layer network piecemeal).
+    names = list(test.executor.get_weights(trainable_only=False))
+    for layer in ("dense", "dense-1", "dense-2"):
+        for var in ("kernel", "bias"):
+            for slot in ("m", "v"):
+                assert f"regression/adam-optimizer/{layer}.{var}/{slot}" in names
+
+
+def test_specs_and_bad_arguments():
+    assert isinstance(Optimizer.from_spec({"type": "adam", "learning_rate": 0.1}), AdamOptimizer)
+    assert isinstance(Optimizer.from_spec({"type": "rmsprop", "centered": True}), RMSPropOptimizer)
+    assert isinstance(Optimizer.from_spec({"type": "sgd", "momentum": 0.9}), SGDOptimizer)
+    for bad in (lambda: SGDOptimizer(momentum=1.0), lambda: SGDOptimizer(nesterov=True),
+                lambda: AdamOptimizer(beta_1=1.0), lambda: AdamOptimizer(epsilon=0.0),
+                lambda: RMSPropOptimizer(decay=-0.1), lambda: SGDOptimizer(clip_grad_norm=0.0),
+                lambda: AdamOptimizer(learning_rate=["no-such-schedule", 1.0])):
+        with pytest.raises(RLGraphSpecError):
+            bad()
+
+
+class PerItemLoss(Regression):
+    @rlgraph_api
+    def update(self, x, y, time_percentage):
+        return self.optimizer.step(self.network.variables(), self._graph_fn_per_item(self.network.call(x), y))
+
+    @graph_fn(backend="tf")
+    def _graph_fn_per_item(self, predictions, y):
+        return tf.square(predictions[:, 0] - y)
+
+    @graph_fn(backend="pytorch")
+    def _graph_fn_per_item(self, predictions, y):
+        return torch.square(predictions[:, 0] - y)
+
+
+def test_non_scalar_loss_is_rejected():
+    with pytest.raises(RLGraphSpaceError, match="scalar float loss"):
+        ComponentTest(PerItemLoss(SGDOptimizer()), input_spaces=SPACES, backend="pytorch")
