@@ -1,0 +1,4 @@
+"""Workers: drive agents against environments in one process (reused by the distributed engines)."""
+from rlgraph.workers.vector_worker import VectorWorker
+
+__all__ = ["VectorWorker"]

@@ -1,0 +1,98 @@
+"""Runs one agent against a vector of environments in one process."""
+import logging
+
+import numpy as np
+
+from rlgraph.utils.errors import RLGraphError
+
+logger = logging.getLogger(__name__)
+
+
+class VectorWorker:
+    """Acts with one batched inference call for all environments per step, observes, and updates.
+
+    Per step: ``agent.get_actions`` on all N observations, ``env.step``, ``agent.observe`` of the N
+    transitions (``s' = env.final_obs``, so truncated episodes bootstrap correctly), then ``agent.update()``
+    as often as ``agent.ready_to_update()`` says (the agent's update schedule: a ratio of env steps to updates
+    for off-policy agents, a full unroll for IMPALA/APPO). Recurrent agents get their internal states back
+    from the worker, which zeroes them for environments that started a new episode. Nothing here is
+    process-specific, so the distributed engines reuse it.
+
+    Args:
+        agent: The agent.
+        env: A ``rlgraph.environments.VectorEnv``.
+        learn: Call ``agent.update()`` when it is ready (False for pure actors).
+    """
+
+    def __init__(self, agent, env, learn=True):
+        self.agent = agent
+        self.env = env
+        self.learn = learn
+        self.obs = env.reset()
+        self.internal_states = None
+        self.env_steps = 0
+
+    def run(self, num_env_steps):
+        """Runs at least ``num_env_steps`` environment steps (whole vector steps).
+
+        Returns:
+            dict with ``env_steps`` (taken), ``episodes`` (list of (return, length) finished), ``results``
+            (the update results).
+        """
+        agent, env = self.agent, self.env
+        results = []
+        steps = 0
+        n = None
+        while steps < num_env_steps:
+            actions, extras = agent.get_actions(self.obs, explore=True, internal_states=self.internal_states,
+                                                return_extras=True)
+            next_obs, rewards, terminals, truncations = env.step(actions)
+            agent.observe(self.obs, actions, rewards, env.final_obs, terminals, truncations, **extras)
+            if "internal_states" in extras:
+                self.internal_states = self._reset_states(extras["internal_states"], terminals | truncations)
+            self.obs = next_obs
+            n = len(rewards) if n is None else n
+            steps += n
+            if self.learn:
+                while agent.ready_to_update():
+                    results.append(agent.update())
+        self.env_steps += steps
+        return dict(env_steps=steps, episodes=env.pop_finished_episodes(), results=results)
+
+    @staticmethod
+    def _reset_states(states, done):
+        if not np.any(done):
+            return states
+        keep = ~done
+
+        def zero(x):
+            x = np.array(x, copy=True)
+            x[done] = 0
+            return x
+        return tuple(zero(s) for s in states) if isinstance(states, tuple) else zero(states) if keep.size else states
+
+    def evaluate(self, env, num_episodes):
+        """Mean return of the greedy policy over ``num_episodes`` episodes of the vector env ``env``."""
+        returns = []
+        obs = env.reset()
+        states = None
+        env.pop_finished_episodes()
+        limit = num_episodes * 100000
+        steps = 0
+        while len(returns) < num_episodes:
+            actions = self.agent.get_actions(obs, explore=False, internal_states=states, return_extras=True)
+            actions, extras = actions
+            obs, _, terminals, truncations = env.step(actions)
+            if "internal_states" in extras:
+                states = self._reset_states(extras["internal_states"], terminals | truncations)
+            returns.extend(r for r, _ in env.pop_finished_episodes())
+            steps += 1
+            if steps > limit:
+                raise RLGraphError("evaluate: episodes do not end.")
+        return returns[:num_episodes]
+
+    def store(self, path):
+        self.agent.store_model(path)
+
+    def load(self, path):
+        self.agent.load_model(path)
