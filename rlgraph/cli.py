@@ -11,7 +11,7 @@ import numpy as np
 logger = logging.getLogger("rlgraph")
 
 DEFAULT_TRAIN_SPEC = dict(steps=None, seconds=None, target_return=None, stop_at_target=False, eval_episodes=20,
-                          checkpoint_every_seconds=60.0, chunk_steps=2000)
+                          eval_every_steps=None, checkpoint_every_seconds=60.0, chunk_steps=2000)
 
 
 def load_config(path):
@@ -76,13 +76,16 @@ def _train(args):
     metadata = dict(agent=config["type"], config=os.path.abspath(args.config), backend=agent.backend,
                     env=str(env_id), seed=args.seed, config_hash=agent.config_hash())
     worker = VectorWorker(agent, env)
+    eval_env = make_env(config, args, seed_offset=10_000, num_envs=min(train["eval_episodes"] or 1, 16))
+    evaluator = None
+    if train["eval_every_steps"]:
+        evaluator = lambda: worker.evaluate(eval_env, train["eval_episodes"])  # noqa: E731
     trainer = Trainer(worker, logdir, max_steps=steps, max_seconds=seconds, target_return=train["target_return"],
                       stop_at_target=train["stop_at_target"], chunk_steps=train["chunk_steps"],
                       checkpoint_every_seconds=train["checkpoint_every_seconds"], resume=args.resume,
-                      metadata=metadata)
+                      metadata=metadata, evaluator=evaluator, eval_every_steps=train["eval_every_steps"])
     summary = trainer.train()
     if train["eval_episodes"] and not summary["interrupted"]:
-        eval_env = make_env(config, args, seed_offset=10_000, num_envs=min(train["eval_episodes"], 16))
         returns = worker.evaluate(eval_env, train["eval_episodes"])
         summary["eval_mean_return"] = round(float(np.mean(returns)), 3)
         summary["eval_episodes"] = len(returns)

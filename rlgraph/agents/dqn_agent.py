@@ -1,7 +1,7 @@
 """The DQN agent: double, dueling, n-step, prioritized replay."""
 import numpy as np
 
-from rlgraph.agents.agent import Agent, batch_size_of
+from rlgraph.agents.agent import Agent, _to_space, batch_size_of
 from rlgraph.agents.n_step_buffer import NStepBuffer
 from rlgraph.components.algorithms.dqn_algorithm_component import DQNAlgorithmComponent
 from rlgraph.spaces import BoolBox, Dict, FloatBox, IntBox
@@ -27,6 +27,8 @@ class DQNAgent(Agent):
     """
 
     __aliases__ = ("dqn",)
+    #: The root component class (Ape-X swaps in its own).
+    algorithm_component_class = DQNAlgorithmComponent
 
     def __init__(self, state_space, action_space, memory_spec=None, exploration_spec=None, update_spec=None,
                  schedule_timesteps=100000, dueling=True, double_q=True, huber_loss=True, n_step=1, **kwargs):
@@ -45,10 +47,10 @@ class DQNAgent(Agent):
             raise RLGraphSpecError(f"schedule_timesteps: expected a positive int, got {schedule_timesteps!r}.")
         self.schedule_timesteps = schedule_timesteps
         self.dueling, self.double_q, self.huber_loss, self.n_step = dueling, double_q, huber_loss, int(n_step)
+        space = _to_space(action_space, "action_space")
+        if not isinstance(space, IntBox) or space.num_categories is None:
+            raise RLGraphSpecError(f"{type(self).__name__} needs a discrete (IntBox) action space, got {space!r}.")
         super().__init__(state_space, action_space, **kwargs)
-        if not isinstance(self.action_space, IntBox) or self.action_space.num_categories is None:
-            raise RLGraphSpecError(f"{type(self).__name__} needs a discrete (IntBox) action space, got "
-                                   f"{self.action_space!r}.")
         self.n_step_buffer = NStepBuffer(self.n_step, self.discount)
         self.actor_epsilons = None
         self.last_update_timestep = 0
@@ -57,7 +59,7 @@ class DQNAgent(Agent):
         self.stored_records = 0
 
     def build_root(self):
-        root = DQNAlgorithmComponent(
+        root = self.algorithm_component_class(
             self.network_spec, self.action_space, self.memory_spec, self.exploration_spec, self.optimizer_spec,
             preprocessing_spec=self.preprocessing_spec, dueling=self.dueling, double_q=self.double_q,
             huber_loss=self.huber_loss, n_step=self.n_step, discount=self.discount)

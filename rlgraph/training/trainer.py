@@ -37,10 +37,15 @@ class Trainer:
         resume: Continue from the checkpoint in ``logdir`` (step counts, returns and model).
         metadata: Written into ``summary.json`` (e.g. agent type, backend, environment id).
         progress: Show a live progress bar (default: when stderr is a terminal).
+        evaluator: A callable returning the returns of greedy evaluation episodes. With it, the target counts
+            as reached when an evaluation's mean return reaches it (instead of the training episodes').
+        eval_every_steps: Run the evaluator every this many environment steps (its time counts as training
+            time, so that time-to-target figures are honest).
     """
 
     def __init__(self, worker, logdir, max_steps=None, max_seconds=None, target_return=None, stop_at_target=False,
-                 chunk_steps=1000, checkpoint_every_seconds=60.0, resume=False, metadata=None, progress=None):
+                 chunk_steps=1000, checkpoint_every_seconds=60.0, resume=False, metadata=None, progress=None,
+                 evaluator=None, eval_every_steps=None):
         if max_steps is None and max_seconds is None:
             raise RLGraphError("Trainer needs max_steps or max_seconds.")
         self.worker = worker
@@ -53,9 +58,14 @@ class Trainer:
         self.checkpoint_every_seconds = checkpoint_every_seconds
         self.metadata = dict(metadata or {})
         self.progress = sys.stderr.isatty() if progress is None else progress
+        self.evaluator = evaluator
+        self.eval_every_steps = eval_every_steps
+        if evaluator is not None and not eval_every_steps:
+            raise RLGraphError("Trainer: an evaluator needs eval_every_steps.")
         self.checkpoint_dir = os.path.join(logdir, "checkpoint")
         self.state = dict(env_steps=0, wall_seconds=0.0, episodes=0, episode_steps=[], episode_returns=[],
-                          seconds_to_target=None, steps_to_target=None, updates=0)
+                          seconds_to_target=None, steps_to_target=None, updates=0, evaluations=[],
+                          last_eval_step=0)
         os.makedirs(logdir, exist_ok=True)
         if resume:
             self._load_checkpoint()
@@ -122,6 +132,9 @@ class Trainer:
                 out = self.worker.run(chunk)
                 dt = time.perf_counter() - t0
                 self._record(out, writer, start)
+                if self.evaluator is not None and \
+                        self.state["env_steps"] - self.state["last_eval_step"] >= self.eval_every_steps:
+                    self._evaluate(writer, start)
                 recent.append((out["env_steps"], dt))
                 rate = sum(s for s, _ in recent) / max(sum(t for _, t in recent), 1e-9)
                 writer.add_scalar("perf/env_steps_per_second", rate, self.state["env_steps"])
@@ -159,8 +172,19 @@ class Trainer:
         for key in sorted({k for r in out["results"] for k in r}):
             values = [float(np.mean(r[key])) for r in out["results"] if key in r]
             writer.add_scalar(f"update/{key}", float(np.mean(values)), st["env_steps"])
-        if (self.target_return is not None and st["steps_to_target"] is None and len(st["episode_returns"]) >= 20
-                and self.mean_return() >= self.target_return):
+        if (self.evaluator is None and self.target_return is not None and st["steps_to_target"] is None
+                and len(st["episode_returns"]) >= 20 and self.mean_return() >= self.target_return):
+            st["steps_to_target"] = st["env_steps"]
+            st["seconds_to_target"] = time.perf_counter() - start
+
+    def _evaluate(self, writer, start):
+        st = self.state
+        returns = self.evaluator()
+        mean = float(np.mean(returns))
+        st["last_eval_step"] = st["env_steps"]
+        st["evaluations"].append((st["env_steps"], round(time.perf_counter() - start, 3), mean))
+        writer.add_scalar("evaluation/mean_return", mean, st["env_steps"])
+        if self.target_return is not None and st["steps_to_target"] is None and mean >= self.target_return:
             st["steps_to_target"] = st["env_steps"]
             st["seconds_to_target"] = time.perf_counter() - start
 
@@ -172,6 +196,8 @@ class Trainer:
                        target_return=self.target_return, seconds_to_target=st["seconds_to_target"],
                        steps_to_target=st["steps_to_target"],
                        env_steps_per_second=round(st["env_steps"] / max(st["wall_seconds"], 1e-9), 1),
+                       target_measured_on="greedy evaluation" if self.evaluator else "training episodes",
+                       last_evaluation=st["evaluations"][-1] if st["evaluations"] else None,
                        interrupted=interrupted)
         with open(os.path.join(self.logdir, "summary.json"), "w") as f:
             json.dump(summary, f, indent=1)

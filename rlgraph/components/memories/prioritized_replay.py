@@ -28,6 +28,7 @@ class PrioritizedReplay(NumpyMemory):
             new records get the largest priority seen so far (initially 1).
         get_records(num_records): ``(records, indices, importance_weights)``; indices int64, weights float32.
             Raises ``RLGraphRuntimeError`` if the memory holds fewer than ``num_records`` records.
+        insert_records_with_priorities(records, priorities): Appends a batch with the given raw priorities.
         update_records(indices, priorities): Sets the raw priorities (e.g. |TD error| + eps) of the records at
             ``indices``; negative, NaN or infinite priorities and unknown indices raise ``RLGraphRuntimeError``
             (nothing is changed then).
@@ -93,7 +94,34 @@ class PrioritizedReplay(NumpyMemory):
         *flat, indices, weights = outputs
         return self.record_space.unflatten(dict(zip(self._keys, flat))), indices, weights
 
+    def _insert_with_priorities_numpy(self, flat_records, priorities):
+        with self.lock:
+            self.buffer.insert(flat_records, priorities)
+        return []
+
     # --- API -------------------------------------------------------------------------------------------------
+    @rlgraph_api(must_be_complete=False)
+    def insert_records_with_priorities(self, records, priorities):
+        """Inserts records with given raw priorities (Ape-X: actors compute initial priorities)."""
+        return self._graph_fn_insert_records_with_priorities(records, priorities)
+
+    @graph_fn(backend="tf")
+    def _graph_fn_insert_records_with_priorities(self, records, priorities):
+        keys = list(self.record_space.flatten())
+        flat = self.record_space.flatten_value(records)
+
+        def insert(*arrays):
+            return self._insert_with_priorities_numpy(dict(zip(keys, arrays[:-1])), arrays[-1])
+        self.tf_numpy_call(insert, [flat[k] for k in keys] + [priorities], [], "insert_records_with_priorities")
+
+    @graph_fn(backend="pytorch")
+    def _graph_fn_insert_records_with_priorities(self, records, priorities):
+        if self.in_build_run:
+            return
+        flat = self.record_space.flatten_value(records)
+        self.torch_numpy_call(self._insert_with_priorities_numpy, {k: torch_to_numpy(v) for k, v in flat.items()},
+                              torch_to_numpy(priorities), api_method="insert_records_with_priorities")
+
     @rlgraph_api
     def get_records(self, num_records=1):
         return self._graph_fn_get_records(num_records)

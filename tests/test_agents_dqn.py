@@ -1,0 +1,170 @@
+"""DQN and Ape-X agents: configs, models, schedules, n-step transitions, priorities, and learning."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from rlgraph.agents import Agent, ApexAgent, DQNAgent
+from rlgraph.agents.n_step_buffer import NStepBuffer
+from rlgraph.cli import main as cli_main
+from rlgraph.environments import VectorEnv
+from rlgraph.spaces import FloatBox, IntBox
+from rlgraph.training import Trainer
+from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
+from rlgraph.workers import VectorWorker
+
+CONFIGS = os.path.join(os.path.dirname(__file__), "..", "configs")
+STATE, ACTION = FloatBox(shape=(4,)), IntBox(2)
+SMALL = dict(network_spec=[{"type": "dense", "units": 16, "activation": "relu"}],
+             memory_spec={"type": "prioritized-replay", "capacity": 500},
+             update_spec={"batch_size": 8, "steps_before_update": 16, "update_interval": 4, "sync_interval": 20})
+
+
+def config(name):
+    with open(os.path.join(CONFIGS, f"{name}.json")) as f:
+        return json.load(f)
+
+
+@pytest.mark.parametrize("name", ["dqn_cartpole", "apex_cartpole"])
+def test_configs_build_and_act(backend, name):
+    agent = Agent.from_spec(os.path.join(CONFIGS, f"{name}.json"), state_space=STATE, action_space=ACTION,
+                            backend=backend)
+    assert isinstance(agent, ApexAgent if name.startswith("apex") else DQNAgent)
+    actions = agent.get_actions(np.zeros((3, 4), np.float32))
+    assert actions.shape == (3,) and set(actions) <= {0, 1}
+
+
+def test_config_errors_name_their_path():
+    with pytest.raises(RLGraphSpecError, match=r"memory_spec\.capcity: unknown key 'capcity'"):
+        Agent.from_spec(dict(SMALL, type="dqn", memory_spec={"type": "prioritized-replay", "capcity": 5}),
+                        state_space=STATE, action_space=ACTION)
+    with pytest.raises(RLGraphSpecError, match=r"update_spec\.batch_size: expected a positive int, got '64'"):
+        Agent.from_spec(dict(SMALL, type="dqn", update_spec={"batch_size": "64"}), state_space=STATE,
+                        action_space=ACTION)
+    with pytest.raises(RLGraphSpecError, match=r"unknown Agent type 'dqm'.*Did you mean: DQNAgent"):
+        Agent.from_spec(dict(SMALL, type="dqm"), state_space=STATE, action_space=ACTION)
+    with pytest.raises(RLGraphSpecError, match=r"agent\.discont: unknown key 'discont'.*Did you mean 'discount'"):
+        Agent.from_spec(dict(SMALL, type="dqn", discont=0.9), state_space=STATE, action_space=ACTION)
+    with pytest.raises(RLGraphSpecError, match="discrete"):
+        Agent.from_spec(dict(SMALL, type="dqn"), state_space=STATE, action_space=FloatBox(shape=(2,)))
+
+
+def run_steps(agent, num_steps, seed=0):
+    env = VectorEnv("CartPole-v1", num_envs=4, seed=seed)
+    worker = VectorWorker(agent, env)
+    return worker, worker.run(num_steps)
+
+
+def test_store_load_round_trip_gives_identical_actions(backend, tmp_path):
+    agent = Agent.from_spec(dict(SMALL, type="dqn"), state_space=STATE, action_space=ACTION, backend=backend)
+    run_steps(agent, 200)
+    states = np.random.default_rng(0).normal(size=(16, 4)).astype(np.float32)
+    greedy = agent.get_actions(states, explore=False)
+    q = agent.get_q_values(states)
+    agent.store_model(str(tmp_path / "m"))
+    other = Agent.from_spec(dict(SMALL, type="dqn"), state_space=STATE, action_space=ACTION, backend=backend, seed=7)
+    assert not np.allclose(other.get_q_values(states), q)
+    other.load_model(str(tmp_path / "m"))
+    np.testing.assert_array_equal(other.get_actions(states, explore=False), greedy)
+    np.testing.assert_allclose(other.get_q_values(states), q, rtol=1e-6)
+    assert other.timesteps == agent.timesteps
+    different = Agent.from_spec(dict(SMALL, type="dqn", n_step=2), state_space=STATE, action_space=ACTION,
+                                backend=backend)
+    with pytest.raises(RLGraphError, match="another config"):
+        different.load_model(str(tmp_path / "m"))
+
+
+def test_n_step_buffer_matches_reference():
+    rng = np.random.default_rng(0)
+    T, N, n, gamma = 12, 3, 3, 0.9
+    rewards = rng.normal(size=(T, N)).astype(np.float32)
+    terminals = rng.random((T, N)) < 0.15
+    truncs = (rng.random((T, N)) < 0.1) & ~terminals
+    states = rng.normal(size=(T, N, 2)).astype(np.float32)
+    next_states = rng.normal(size=(T, N, 2)).astype(np.float32)
+    buf = NStepBuffer(n, gamma)
+    out = [buf.push(states[t], np.full(N, t), rewards[t], next_states[t], terminals[t], terminals[t] | truncs[t])
+           for t in range(T)]
+    for t0 in range(T - n + 1):
+        got = out[t0 + n - 1]
+        for i in range(N):
+            # Reference: walk forward from t0 until n steps or the episode ends.
+            ret, k = 0.0, 0
+            while True:
+                ret += gamma ** k * rewards[t0 + k, i]
+                if terminals[t0 + k, i] or truncs[t0 + k, i] or k == n - 1:
+                    break
+                k += 1
+            assert got["actions"][i] == t0
+            np.testing.assert_allclose(got["rewards"][i], ret, rtol=1e-5)
+            np.testing.assert_array_equal(got["next_states"][i], next_states[t0 + k, i])
+            assert got["terminals"][i] == terminals[t0 + k, i]
+
+
+def test_apex_actor_epsilons_and_td_priorities(backend):
+    agent = Agent.from_spec(dict(SMALL, type="apex"), state_space=STATE, action_space=ACTION, backend=backend)
+    states = np.random.default_rng(1).normal(size=(8, 4)).astype(np.float32)
+    agent.get_actions(states)
+    expected = 0.4 ** (1 + 7 * np.arange(8) / 7)
+    np.testing.assert_allclose(agent.actor_epsilons, expected, rtol=1e-6)
+    records = dict(states=states, actions=np.arange(8) % 2, rewards=np.linspace(-1, 1, 8).astype(np.float32),
+                   next_states=states[::-1].copy(), terminals=np.zeros(8, bool))
+    td = agent.get_td_errors(records)
+    agent.insert(records)
+    buffer = agent.root.memory.buffer
+    stored = buffer.get_priorities(np.arange(8))
+    # Stored priorities are (|TD| + eps) ** alpha, not the default max priority.
+    np.testing.assert_allclose(stored, (np.abs(td) + 1e-6) ** 0.6, rtol=1e-4)
+
+
+def test_train_resume_continues_step_count(tmp_path):
+    cfg = dict(config("dqn_cartpole"), **SMALL)
+    cfg["environment_spec"] = {"env_spec": "CartPole-v1", "num_envs": 4}
+    cfg["train_spec"] = {"eval_episodes": 2, "chunk_steps": 400}
+    path = tmp_path / "cfg.json"
+    path.write_text(json.dumps(cfg))
+    logdir = str(tmp_path / "run")
+    assert cli_main(["train", str(path), "--backend", "pytorch", "--steps", "800", "--logdir", logdir]) == 0
+    with open(os.path.join(logdir, "summary.json")) as f:
+        first = json.load(f)
+    assert first["env_steps"] == 800 and os.path.isfile(os.path.join(logdir, "learning_curve.png"))
+    assert cli_main(["train", str(path), "--backend", "pytorch", "--steps", "1600", "--logdir", logdir,
+                     "--resume"]) == 0
+    with open(os.path.join(logdir, "summary.json")) as f:
+        second = json.load(f)
+    assert second["env_steps"] == 1600 and second["episodes"] > first["episodes"]
+    assert cli_main(["evaluate", str(path), "--checkpoint", logdir, "--backend", "pytorch", "--episodes", "2"]) == 0
+    # Another backend's checkpoint is refused with a reason.
+    assert cli_main(["evaluate", str(path), "--checkpoint", logdir, "--backend", "tf", "--episodes", "2"]) == 2
+
+
+def test_cli_reports_bad_environment_id(tmp_path, capsys):
+    cfg = dict(config("dqn_cartpole"), **SMALL)
+    path = tmp_path / "cfg.json"
+    path.write_text(json.dumps(cfg))
+    assert cli_main(["train", str(path), "--env", "CartPol-v1", "--steps", "10", "--logdir", str(tmp_path)]) == 2
+    assert "CartPole-v1" in capsys.readouterr().err
+
+
+def solve(name, backend, seed, max_seconds):
+    cfg = config(name)
+    env = VectorEnv(cfg["environment_spec"]["env_spec"], num_envs=cfg["environment_spec"]["num_envs"], seed=seed)
+    eval_env = VectorEnv("CartPole-v1", num_envs=10, seed=seed + 1000)
+    agent = Agent.from_spec(cfg, state_space=env.state_space, action_space=env.action_space, backend=backend,
+                            seed=seed)
+    worker = VectorWorker(agent, env)
+    trainer = Trainer(worker, os.path.join("/tmp", f"rlgraph-test-{name}-{backend}-{os.getpid()}"),
+                      max_seconds=max_seconds, target_return=450, stop_at_target=True,
+                      evaluator=lambda: worker.evaluate(eval_env, 20), eval_every_steps=10000, progress=False)
+    summary = trainer.train()
+    final = float(np.mean(worker.evaluate(eval_env, 20)))
+    return summary, final
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["dqn_cartpole", "apex_cartpole"])
+def test_learns_cartpole(backend, name):
+    summary, final = solve(name, backend, seed=1, max_seconds=240)
+    assert summary["steps_to_target"] is not None, summary
+    assert final >= 450, (final, summary)
