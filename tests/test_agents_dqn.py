@@ -168,3 +168,14 @@ def test_learns_cartpole(backend, name):
     summary, final = solve(name, backend, seed=1, max_seconds=240)
     assert summary["steps_to_target"] is not None, summary
     assert final >= 450, (final, summary)
+
+
+def test_apex_pong_config_builds_and_steps(backend):
+    pytest.importorskip("ale_py")
+    cfg = config("apex_pong")
+    cfg["memory_spec"]["capacity"] = 64
+    cfg["update_spec"] = dict(cfg["update_spec"], batch_size=4, steps_before_update=8, update_interval=4)
+    env = VectorEnv(cfg["environment_spec"]["env_spec"], num_envs=2, seed=0)
+    agent = Agent.from_spec(cfg, state_space=env.state_space, action_space=env.action_space, backend=backend)
+    out = VectorWorker(agent, env).run(16)
+    assert out["env_steps"] == 16 and out["results"] and np.isfinite(out["results"][-1]["loss"])

@@ -232,3 +232,16 @@ def test_preprocessor_checks():
         ConvertType("complex64")
     with pytest.raises(RLGraphSpecError, match=r"preprocessing_spec\[1\].*unknown key 'factr'"):
         PreprocessorStack(preprocessing_spec=[{"type": "divide", "divisor": 2}, {"type": "multiply", "factr": 2}])
+
+
+def test_transpose_moves_channels_last(backend):
+    from rlgraph.components.preprocessing import Transpose
+    from rlgraph.spaces import IntBox
+    from rlgraph.tests import ComponentTest
+    from rlgraph.utils.errors import RLGraphSpaceError
+    space = IntBox(256, shape=(4, 6, 5), dtype="uint8", add_batch_rank=True)
+    test = ComponentTest(Transpose([1, 2, 0]), dict(inputs=space), backend=backend)
+    x = space.sample(3)
+    test.test(("preprocess", [x]), expected_outputs=np.transpose(x, (0, 2, 3, 1)))
+    with pytest.raises(RLGraphSpaceError, match="rank 2"):
+        ComponentTest(Transpose([1, 0]), dict(inputs=space), backend=backend)

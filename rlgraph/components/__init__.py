@@ -20,7 +20,7 @@ from rlgraph.components.neural_networks import MultiInputStreamNetwork, NeuralNe
 from rlgraph.components.optimizers import AdamOptimizer, Optimizer, RMSPropOptimizer, SGDOptimizer
 from rlgraph.components.policies import DuelingPolicy, Policy
 from rlgraph.components.preprocessing import (Clip, ConvertType, Divide, GrayScale, ImageResize, Multiply,
-                                              Preprocessor, PreprocessorStack, Sequence)
+                                              Preprocessor, PreprocessorStack, Sequence, Transpose)
 
 __all__ = [
     "APPOLossFunction", "ActionAdapter", "ActivationLayer", "AdamOptimizer", "Categorical", "Clip", "ConcatLayer",
@@ -31,5 +31,5 @@ __all__ = [
     "NStepReturns", "NeuralNetwork", "Normal", "NumpyMemory", "Optimizer", "Policy", "Polynomial", "Preprocessor",
     "PreprocessorStack", "PrioritizedReplay", "R2D2LossFunction", "RMSPropOptimizer", "ReplayMemory",
     "ReshapeLayer", "SGDOptimizer", "Sequence", "SequenceHelper", "SequenceReplay", "Synchronizable",
-    "TimeDependentParameter", "VTraceFunction", "ValueFunctionRescaling", "apex_epsilon",
+    "TimeDependentParameter", "Transpose", "VTraceFunction", "ValueFunctionRescaling", "apex_epsilon",
 ]

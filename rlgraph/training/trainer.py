@@ -176,6 +176,7 @@ class Trainer:
                 and len(st["episode_returns"]) >= 20 and self.mean_return() >= self.target_return):
             st["steps_to_target"] = st["env_steps"]
             st["seconds_to_target"] = time.perf_counter() - start
+            st["target_reached_unix"] = time.time()
 
     def _evaluate(self, writer, start):
         st = self.state
@@ -187,6 +188,7 @@ class Trainer:
         if self.target_return is not None and st["steps_to_target"] is None and mean >= self.target_return:
             st["steps_to_target"] = st["env_steps"]
             st["seconds_to_target"] = time.perf_counter() - start
+            st["target_reached_unix"] = time.time()
 
     def _finish(self, interrupted):
         st = self.state
@@ -194,7 +196,7 @@ class Trainer:
                        episodes=st["episodes"], updates=st["updates"],
                        final_mean_return=None if not st["episode_returns"] else round(self.mean_return(), 3),
                        target_return=self.target_return, seconds_to_target=st["seconds_to_target"],
-                       steps_to_target=st["steps_to_target"],
+                       steps_to_target=st["steps_to_target"], target_reached_unix=st.get("target_reached_unix"),
                        env_steps_per_second=round(st["env_steps"] / max(st["wall_seconds"], 1e-9), 1),
                        target_measured_on="greedy evaluation" if self.evaluator else "training episodes",
                        last_evaluation=st["evaluations"][-1] if st["evaluations"] else None,

@@ -8,6 +8,7 @@ from rlgraph.components.preprocessing.multiply import Multiply
 from rlgraph.components.preprocessing.preprocessor import Preprocessor
 from rlgraph.components.preprocessing.preprocessor_stack import PreprocessorStack
 from rlgraph.components.preprocessing.sequence import Sequence
+from rlgraph.components.preprocessing.transpose import Transpose
 
 __all__ = ["Clip", "ConvertType", "Divide", "GrayScale", "ImageResize", "Multiply", "Preprocessor",
-           "PreprocessorStack", "Sequence"]
+           "PreprocessorStack", "Sequence", "Transpose"]

@@ -1,0 +1,70 @@
+"""Wall seconds (start-up included) and environment steps until each agent solves CartPole-v1.
+
+For each agent config and backend, launches ``rlgraph train configs/<agent>_cartpole.json`` as a fresh
+process (so interpreter start, imports and graph build count), and reads ``summary.json``: the target is a
+mean return of 450 over 20 greedy evaluation episodes (``train_spec.eval_every_steps``). Prints a table
+with seconds to 450 from process launch, env steps to 450, and env steps per second, next to the reference
+figures measured on this kind of 2-core machine (RLlib 2.60, Sample Factory, a single-file PyTorch PPO),
+as ratios.
+
+Run: .venv/bin/python benchmarks/time_to_solve.py [--agents dqn apex impala appo r2d2] [--backends tf pytorch]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+#: Seconds to a mean return of 450 on CartPole-v1, measured on a 2-core machine (see issue #4).
+REFERENCE = {"appo": ("Sample Factory APPO", 62.0), "impala": ("RLlib IMPALA (after start-up)", 118.0),
+             "dqn": ("RLlib DQN", 284.0), "apex": ("RLlib DQN", 284.0), "r2d2": ("RLlib DQN", 284.0)}
+AIM = {"appo": 30, "impala": 30, "dqn": 60, "apex": 60, "r2d2": 120}
+
+
+def run(agent, backend, max_seconds, seed):
+    config = os.path.join(ROOT, "configs", f"{agent}_cartpole.json")
+    logdir = tempfile.mkdtemp(prefix=f"tts-{agent}-{backend}-")
+    cmd = [sys.executable, "-m", "rlgraph.cli", "train", config, "--backend", backend, "--seconds",
+           str(max_seconds), "--logdir", logdir, "--seed", str(seed)]
+    launched = time.time()
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if proc.returncode != 0:
+        return dict(error=proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}")
+    with open(os.path.join(logdir, "summary.json")) as f:
+        summary = json.load(f)
+    reached = summary.get("target_reached_unix")
+    return dict(seconds=None if reached is None else reached - launched, steps=summary.get("steps_to_target"),
+                rate=summary.get("env_steps_per_second"), final=summary.get("eval_mean_return"))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agents", nargs="+", default=["dqn", "apex", "impala", "appo", "r2d2"])
+    parser.add_argument("--backends", nargs="+", default=["pytorch", "tf"])
+    parser.add_argument("--max-seconds", type=float, default=300)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    print(f"{'agent':8} {'backend':8} {'s to 450':>9} {'aim':>5} {'steps to 450':>13} {'steps/s':>9} "
+          f"{'final eval':>10}  reference (s)      ref/ours")
+    for agent in args.agents:
+        if not os.path.isfile(os.path.join(ROOT, "configs", f"{agent}_cartpole.json")):
+            print(f"{agent:8} (no config)")
+            continue
+        for backend in args.backends:
+            r = run(agent, backend, args.max_seconds, args.seed)
+            if "error" in r:
+                print(f"{agent:8} {backend:8} error: {r['error']}")
+                continue
+            ref_name, ref_s = REFERENCE[agent]
+            secs = "-" if r["seconds"] is None else f"{r['seconds']:.1f}"
+            ratio = "-" if r["seconds"] is None else f"{ref_s / r['seconds']:.1f}x"
+            print(f"{agent:8} {backend:8} {secs:>9} {AIM[agent]:>5} {str(r['steps'] or '-'):>13} "
+                  f"{r['rate'] or 0:>9,.0f} {r['final'] if r['final'] is not None else '-':>10}  "
+                  f"{ref_name} {ref_s:.0f}  {ratio}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

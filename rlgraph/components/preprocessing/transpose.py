@@ -1,0 +1,42 @@
+"""Permutes the item axes of its inputs (e.g. channels-first Atari frames to channels-last)."""
+from rlgraph.components.preprocessing.preprocessor import Preprocessor
+from rlgraph.spaces import BoxSpace
+from rlgraph.utils.backend import tf
+from rlgraph.utils.decorators import graph_fn
+from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError
+
+
+class Transpose(Preprocessor):
+    """Permutes the axes of each item; leading batch/time ranks stay in front.
+
+    Args:
+        axes: A permutation of the item axes, e.g. ``[1, 2, 0]`` turns ``[C, H, W]`` into ``[H, W, C]``.
+    """
+
+    default_scope = "transpose"
+
+    def __init__(self, axes, scope=None, **kwargs):
+        super().__init__(scope=scope, **kwargs)
+        if not isinstance(axes, (list, tuple)) or sorted(axes) != list(range(len(axes))):
+            raise RLGraphSpecError(f"Transpose: axes must be a permutation of 0..n-1, got {axes!r}.")
+        self.axes = [int(a) for a in axes]
+        self._lead = 0
+
+    def check_input_spaces(self, input_spaces, action_space=None):
+        space = input_spaces["inputs"]
+        if not isinstance(space, BoxSpace) or space.rank != len(self.axes):
+            raise RLGraphSpaceError(f"API method 'preprocess', argument 'inputs': expected a box space of rank "
+                                    f"{len(self.axes)} (for axes {self.axes}), got {space!r}.")
+        self._lead = int(space.has_batch_rank) + int(space.has_time_rank)
+
+    def _perm(self, ndim):
+        lead = ndim - len(self.axes)
+        return list(range(lead)) + [lead + a for a in self.axes]
+
+    @graph_fn(backend="tf")
+    def _graph_fn_preprocess(self, inputs):
+        return tf.transpose(inputs, self._perm(inputs.shape.rank))
+
+    @graph_fn(backend="pytorch")
+    def _graph_fn_preprocess(self, inputs):
+        return inputs.permute(*self._perm(inputs.dim()))
