@@ -78,21 +78,21 @@ class R2D2Agent(Agent):
         self.dueling, self.n_step, self.eta = bool(dueling), n_step, eta
         self.rescaling_epsilon, self.huber_loss = rescaling_epsilon, bool(huber_loss)
         super().__init__(state_space, action_space, **kwargs)
-        if not isinstance(self.action_space, IntBox) or self.action_space.num_categories is None \
-                or self.action_space.shape != ():
-            raise RLGraphSpecError(f"R2D2Agent needs a discrete scalar (IntBox(n)) action space, got "
-                                   f"{self.action_space!r}.")
         memory = self.root.memory
         self.burn_in = memory.burn_in_length
         self.assembler = SequenceAssembler(memory.sequence_length, memory.stride)
-        spec = self.actor_epsilons_spec
-        self.actor_epsilons = spec if isinstance(spec, np.ndarray) else None
+        self.actor_epsilons = None
+        self._apex_epsilons = None
         self.last_update_timestep = 0
         self.last_sync_timestep = 0
         # Sequences inserted by this process (a loaded model comes without its replay memory's contents).
         self.stored_sequences = 0
 
     def build_root(self):
+        if not isinstance(self.action_space, IntBox) or self.action_space.num_categories is None \
+                or self.action_space.shape != ():
+            raise RLGraphSpecError(f"R2D2Agent needs a discrete scalar (IntBox(n)) action space, got "
+                                   f"{self.action_space!r}.")
         root = R2D2AlgorithmComponent(
             self.network_spec, self.action_space, self.memory_spec, self.exploration_spec, self.optimizer_spec,
             preprocessing_spec=self.preprocessing_spec, dueling=self.dueling, n_step=self.n_step,
@@ -129,15 +129,20 @@ class R2D2Agent(Agent):
         return zeros, zeros.copy()
 
     def _epsilons(self, num_envs):
-        if self.actor_epsilons is not None and len(self.actor_epsilons) == num_envs:
-            return self.actor_epsilons
-        spec = self.actor_epsilons_spec
-        if isinstance(spec, dict):
-            eps = apex_epsilon(np.arange(num_envs), num_envs, base=spec["base"], alpha=spec["alpha"])
-            self.actor_epsilons = np.atleast_1d(np.asarray(eps, np.float32))
-            return self.actor_epsilons
-        raise RLGraphSpecError(f"R2D2Agent: {len(self.actor_epsilons)} actor epsilons for a batch of {num_envs} "
-                               f"states.")
+        """One epsilon per env row: set_actor_epsilons' values, else the configured ones."""
+        epsilons = self.actor_epsilons
+        if epsilons is None:
+            spec = self.actor_epsilons_spec
+            if isinstance(spec, dict):
+                if self._apex_epsilons is None or len(self._apex_epsilons) != num_envs:
+                    self._apex_epsilons = np.atleast_1d(np.asarray(
+                        apex_epsilon(np.arange(num_envs), num_envs, base=spec["base"], alpha=spec["alpha"]),
+                        np.float32))
+                return self._apex_epsilons
+            epsilons = spec
+        if len(epsilons) != num_envs:
+            raise RLGraphSpecError(f"R2D2Agent: {len(epsilons)} actor epsilons for a batch of {num_envs} states.")
+        return epsilons
 
     def get_actions(self, states, explore=True, internal_states=None, return_extras=False):
         num_envs = batch_size_of(states)
@@ -220,8 +225,9 @@ class R2D2Agent(Agent):
         return burn_in, train
 
     def _sequence_args(self, sequences):
+        """(training steps, keyword arguments with the burn-in states) for the update API methods."""
         burn_in, train = self.split_sequences(sequences)
-        return ([burn_in] if self.burn_in > 0 else []), train
+        return train, ({} if burn_in is None else dict(burn_in_states=burn_in))
 
     def update(self, batch=None):
         if batch is None:
@@ -229,19 +235,18 @@ class R2D2Agent(Agent):
             for _ in range(self.update_spec["updates_per_interval"]):
                 sequences, initial_states, indices, weights = self.executor.execute(
                     "get_sequences", self.update_spec["batch_size"])
-                burn_in, train = self._sequence_args(sequences)
-                loss, mean_priority = self.executor.execute("update_from_sequences", *burn_in, train,
-                                                            tuple(initial_states), indices, weights,
-                                                            self.time_percentage)
+                train, burn_in = self._sequence_args(sequences)
+                loss, mean_priority = self.executor.execute("update_from_sequences", train, tuple(initial_states),
+                                                            indices, weights, self.time_percentage, **burn_in)
                 self.updates += 1
             results = dict(loss=float(loss), mean_priority=float(mean_priority))
         else:
             weights = batch.get("importance_weights")
             if weights is None:
                 weights = np.ones(batch_size_of(batch["sequences"]["rewards"]), np.float32)
-            burn_in, train = self._sequence_args(batch["sequences"])
-            loss, priorities = self.executor.execute("update_from_batch", *burn_in, train,
-                                                     tuple(batch["initial_states"]), weights, self.time_percentage)
+            train, burn_in = self._sequence_args(batch["sequences"])
+            loss, priorities = self.executor.execute("update_from_batch", train, tuple(batch["initial_states"]),
+                                                     weights, self.time_percentage, **burn_in)
             self.updates += 1
             results = dict(loss=float(loss), priorities=priorities)
         if self.timesteps - self.last_sync_timestep >= self.update_spec["sync_interval"]:
@@ -252,9 +257,9 @@ class R2D2Agent(Agent):
         """``(loss, priorities, gradients)`` of sampled-style sequences ``[B, L, ...]`` without an update."""
         if importance_weights is None:
             importance_weights = np.ones(batch_size_of(sequences["rewards"]), np.float32)
-        burn_in, train = self._sequence_args(sequences)
-        return self.executor.execute("get_loss_and_gradients", *burn_in, train, tuple(initial_states),
-                                     importance_weights)
+        train, burn_in = self._sequence_args(sequences)
+        return self.executor.execute("get_loss_and_gradients", train, tuple(initial_states), importance_weights,
+                                     **burn_in)
 
     def on_load(self):
         self.last_update_timestep = self.last_sync_timestep = self.timesteps
