@@ -18,7 +18,7 @@ $(STAMP): setup.py pyproject.toml
 install: $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/rlgraph demo configs/demo_network.json
+	$(VENV)/bin/rlgraph train configs/dqn_cartpole.json
 
 test: $(STAMP)
 	$(PY) -m pytest -n 2 -q
