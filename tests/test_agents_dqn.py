@@ -10,7 +10,6 @@ from rlgraph.agents.n_step_buffer import NStepBuffer
 from rlgraph.cli import main as cli_main
 from rlgraph.environments import VectorEnv
 from rlgraph.spaces import FloatBox, IntBox
-from rlgraph.training import Trainer
 from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
 from rlgraph.workers import VectorWorker
 
@@ -147,27 +146,29 @@ def test_cli_reports_bad_environment_id(tmp_path, capsys):
     assert "CartPole-v1" in capsys.readouterr().err
 
 
-def solve(name, backend, seed, max_seconds):
-    cfg = config(name)
-    env = VectorEnv(cfg["environment_spec"]["env_spec"], num_envs=cfg["environment_spec"]["num_envs"], seed=seed)
-    eval_env = VectorEnv("CartPole-v1", num_envs=10, seed=seed + 1000)
-    agent = Agent.from_spec(cfg, state_space=env.state_space, action_space=env.action_space, backend=backend,
-                            seed=seed)
-    worker = VectorWorker(agent, env)
-    trainer = Trainer(worker, os.path.join("/tmp", f"rlgraph-test-{name}-{backend}-{os.getpid()}"),
-                      max_seconds=max_seconds, target_return=450, stop_at_target=True,
-                      evaluator=lambda: worker.evaluate(eval_env, 20), eval_every_steps=10000, progress=False)
-    summary = trainer.train()
-    final = float(np.mean(worker.evaluate(eval_env, 20)))
-    return summary, final
+def solve(name, backend, seed, max_steps, tmp_path):
+    """Trains with ``rlgraph train`` in a fresh process (one backend per process, as users run it).
+
+    The budget is in environment steps, so the outcome does not depend on the machine's speed.
+    """
+    import subprocess
+    import sys
+    logdir = str(tmp_path / f"{name}-{backend}")
+    cmd = [sys.executable, "-m", "rlgraph.cli", "train", os.path.join(CONFIGS, f"{name}.json"), "--backend", backend,
+           "--steps", str(max_steps), "--seed", str(seed), "--logdir", logdir]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    with open(os.path.join(logdir, "summary.json")) as f:
+        return json.load(f)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["dqn_cartpole", "apex_cartpole"])
-def test_learns_cartpole(backend, name):
-    summary, final = solve(name, backend, seed=1, max_seconds=240)
+def test_learns_cartpole(backend, name, tmp_path):
+    summary = solve(name, backend, seed=1, max_steps=300_000, tmp_path=tmp_path)
+    # Reached 450 in a greedy evaluation during training, and the final 20-episode evaluation agrees.
     assert summary["steps_to_target"] is not None, summary
-    assert final >= 450, (final, summary)
+    assert summary["eval_mean_return"] >= 450, summary
 
 
 def test_apex_pong_config_builds_and_steps(backend):
