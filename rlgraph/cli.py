@@ -17,13 +17,8 @@ DEFAULT_TRAIN_SPEC = dict(steps=None, seconds=None, target_return=None, stop_at_
 def load_config(path):
     """Reads a training config: an agent spec plus ``environment_spec`` and ``train_spec``."""
     from rlgraph.utils.errors import RLGraphSpecError
-    try:
-        with open(path) as f:
-            config = json.load(f)
-    except FileNotFoundError:
-        raise RLGraphSpecError(f"config file '{path}' does not exist.") from None
-    except json.JSONDecodeError as e:
-        raise RLGraphSpecError(f"config file '{path}' is not valid JSON: {e}") from None
+    from rlgraph.utils.specifiable import load_json
+    config = load_json(path, "config")
     if not isinstance(config, dict) or "type" not in config:
         raise RLGraphSpecError(f"{path}: a config is a JSON object whose \"type\" names the agent.")
     if "environment_spec" not in config:

@@ -11,7 +11,7 @@ from rlgraph.executors.graph_executor import GraphExecutor
 from rlgraph.spaces import Space
 from rlgraph.utils.backend import get_default_backend, normalize_backend
 from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
-from rlgraph.utils.specifiable import Specifiable
+from rlgraph.utils.specifiable import Specifiable, load_json
 
 logger = logging.getLogger(__name__)
 
@@ -75,13 +75,7 @@ class Agent(Specifiable):
         """
         path = _path or "agent"
         if isinstance(spec, (str, os.PathLike)):
-            try:
-                with open(spec) as f:
-                    spec = json.load(f)
-            except FileNotFoundError:
-                raise RLGraphSpecError(f"{path}: config file '{spec}' does not exist.") from None
-            except json.JSONDecodeError as e:
-                raise RLGraphSpecError(f"{path}: config file is not valid JSON: {e}") from None
+            spec = load_json(spec, path)
         if not isinstance(spec, dict):
             raise RLGraphSpecError(f"{path}: expected a config dict or JSON file, got {spec!r}.")
         config = {k: v for k, v in copy.deepcopy(spec).items() if k not in cls.RUN_KEYS}

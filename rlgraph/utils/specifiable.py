@@ -17,6 +17,17 @@ import os
 from rlgraph.utils.errors import RLGraphSpecError
 
 
+def load_json(file_path, where="spec"):
+    """Reads a JSON file; a missing or malformed file raises ``RLGraphSpecError`` naming ``where``."""
+    try:
+        with open(file_path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise RLGraphSpecError(f"{where}: spec file '{file_path}' does not exist.") from None
+    except json.JSONDecodeError as e:
+        raise RLGraphSpecError(f"{where}: spec file '{file_path}' is not valid JSON: {e}") from None
+
+
 def normalize_type_name(name):
     """Lower-cases a type name and drops separators: ``"Dense-Layer"`` -> ``"denselayer"``."""
     return "".join(ch for ch in str(name).lower() if ch not in "-_ ./")
@@ -119,13 +130,7 @@ class Specifiable:
         if spec is None:
             spec = {}
         if isinstance(spec, (str, os.PathLike)) and (str(spec).endswith(".json") or os.path.isfile(str(spec))):
-            try:
-                with open(spec) as f:
-                    spec = json.load(f)
-            except FileNotFoundError:
-                raise RLGraphSpecError(f"{path}: spec file '{spec}' does not exist.") from None
-            except json.JSONDecodeError as e:
-                raise RLGraphSpecError(f"{path}: spec file '{spec}' is not valid JSON: {e}") from None
+            spec = load_json(spec, path)
         if isinstance(spec, (str, type)):
             spec = {"type": spec}
         if not isinstance(spec, dict):
