@@ -166,6 +166,9 @@ def _demo(args):
 
 
 def main(argv=None):
+    # Small networks on few cores run fastest single-threaded; more threads oversubscribe the cores that the
+    # environments and the other backend's pools use. Set OMP_NUM_THREADS yourself to change it.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     parser = argparse.ArgumentParser(prog="rlgraph", description="rlgraph command line")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)

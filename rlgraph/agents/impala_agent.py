@@ -5,7 +5,7 @@ import numpy as np
 
 from rlgraph.agents.agent import Agent
 from rlgraph.components.algorithms.impala_algorithm_component import IMPALAAlgorithmComponent
-from rlgraph.spaces import BoolBox, Dict, FloatBox, IntBox, Tuple
+from rlgraph.spaces import BoolBox, Dict, FloatBox, Tuple
 from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
 
 logger = logging.getLogger(__name__)
@@ -40,6 +40,7 @@ class IMPALAAgent(Agent):
         loss_spec: Keywords of ``IMPALALossFunction`` (``weight_entropy``, ``weight_baseline``, ``rho_bar``,
             ``c_bar``, ``time_reduction``, ...).
         reward_clipping: "clamp_one" or None.
+        reward_scale: Multiplies the (clipped) rewards in the learner (see ``IMPALAAlgorithmComponent``).
         prev_action_reward: Feed the previous action and reward to the network (a ``MultiInputStreamNetwork``
             with the streams "state", "prev_action" and "prev_reward").
         schedule_timesteps: Env steps over which schedules (learning rate) run from start to end.
@@ -52,7 +53,8 @@ class IMPALAAgent(Agent):
     algorithm_class = IMPALAAlgorithmComponent
 
     def __init__(self, state_space, action_space, unroll_length=32, value_network_spec=None, loss_spec=None,
-                 reward_clipping=None, prev_action_reward=False, schedule_timesteps=1_000_000, **kwargs):
+                 reward_clipping=None, reward_scale=1.0, prev_action_reward=False, schedule_timesteps=1_000_000,
+                 **kwargs):
         name = type(self).__name__
         for key, value in (("unroll_length", unroll_length), ("schedule_timesteps", schedule_timesteps)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -61,6 +63,7 @@ class IMPALAAgent(Agent):
         self.value_network_spec = value_network_spec
         self.loss_spec = dict(loss_spec or {})
         self.reward_clipping = reward_clipping
+        self.reward_scale = reward_scale
         self.prev_action_reward = bool(prev_action_reward)
         self.schedule_timesteps = schedule_timesteps
         # One pass over each unroll, no sample dropped (APPO changes these).
@@ -78,7 +81,8 @@ class IMPALAAgent(Agent):
         root = self.algorithm_class(
             self.network_spec, self.action_space, self.optimizer_spec, preprocessing_spec=self.preprocessing_spec,
             value_network_spec=self.value_network_spec, loss_spec=self.loss_spec, discount=self.discount,
-            reward_clipping=self.reward_clipping, prev_action_reward=self.prev_action_reward)
+            reward_clipping=self.reward_clipping, reward_scale=self.reward_scale,
+            prev_action_reward=self.prev_action_reward)
         self.recurrent = root.recurrent
         self.lstm_units = root.lstm_units
         state = self.state_space
@@ -163,7 +167,8 @@ class IMPALAAgent(Agent):
         T, space = self.unroll_length, self.state_space
         boot_lead = (1, n) if self.recurrent else (n,)
         actions = self.action_space
-        b = dict(states=np.zeros((T, n) + space.shape, space.dtype), actions=np.zeros((T, n) + actions.shape, actions.dtype),
+        b = dict(states=np.zeros((T, n) + space.shape, space.dtype),
+                 actions=np.zeros((T, n) + actions.shape, actions.dtype),
                  rewards=np.zeros((T, n), np.float32), terminals=np.zeros((T, n), bool),
                  truncation_values=np.zeros((T, n), np.float32), behaviour_log_probs=np.zeros((T, n), np.float32),
                  behaviour_values=np.zeros((T, n), np.float32))
@@ -186,6 +191,10 @@ class IMPALAAgent(Agent):
         elif self._t == self.unroll_length:
             logger.debug("%s: an unroll was complete but not used by update(); it is dropped.", self.name)
             self._t = 0
+        if "log_probs" not in extras or "values" not in extras:
+            raise RLGraphError(f"{self.name}.observe: the extras 'log_probs' and 'values' of the behaviour policy are "
+                               f"missing; pass what get_actions(..., return_extras=True) returned, got "
+                               f"{sorted(extras)}.")
         t, buf = self._t, self._buffers
         u = buf["unroll"]
         terminals = np.asarray(terminals, bool)
@@ -195,10 +204,11 @@ class IMPALAAgent(Agent):
         u["behaviour_log_probs"][t] = extras["log_probs"]
         u["behaviour_values"][t] = extras["values"]
         buf["policy_versions"][t] = self.updates
-        act_states = self._act_states_in
+        act_states = self._act_states_in if self._act_states_in is not None else self._initial_states(n)
         if self.prev_action_reward:
             u["prev_actions"][t], u["prev_rewards"][t] = act_states[-2:]
-            extras["internal_states"][-1][:] = rewards  # The previous reward of the next step.
+            # The previous reward of the next step (and of V(final_obs) below); get_actions left it at 0.
+            extras["internal_states"][-1][:] = rewards
         if t == 0 and self.recurrent:
             for dst, src in zip(buf["initial_internal_states"], act_states):
                 dst[:] = src
@@ -210,7 +220,7 @@ class IMPALAAgent(Agent):
             np.logical_or(terminals, truncations, out=u["terminals"][t])
             cut = truncations & ~terminals
             if cut.any():
-                u["truncation_values"][t, cut] = self._final_values(next_states, cut, actions, rewards, extras)
+                u["truncation_values"][t, cut] = self._final_values(next_states, cut, extras)
         if t == self.unroll_length - 1:
             boot = buf["bootstrap"]
             boot["states"][...] = next_states
@@ -220,15 +230,10 @@ class IMPALAAgent(Agent):
         self._t = t + 1
         self.timesteps += n
 
-    def _final_values(self, next_states, rows, actions, rewards, extras):
-        """``V(final_obs)`` of the truncated envs ``rows``, from the state after the step."""
-        states = next_states[rows]
-        internal = None
-        if self.recurrent or self.prev_action_reward:
-            internal = tuple(s[rows] for s in extras["internal_states"])
-            if self.prev_action_reward:
-                internal = internal[:-2] + (np.asarray(actions)[rows], np.asarray(rewards, np.float32)[rows])
-        return self.get_state_values(states, internal)
+    def _final_values(self, next_states, rows, extras):
+        """``V(final_obs)`` of the truncated envs ``rows``, from the per-env state after the step."""
+        internal = extras.get("internal_states")
+        return self.get_state_values(next_states[rows], None if internal is None else tuple(s[rows] for s in internal))
 
     def ready_to_update(self):
         return self._t == self.unroll_length
@@ -297,6 +302,16 @@ class IMPALAAgent(Agent):
         out["dropped_samples"] = dropped
         out["num_updates"] = len(results)
         return out
+
+    def evaluate_unroll(self, batch):
+        """The learner's view of a batch (as ``pop_unroll`` returns it) under the current weights.
+
+        Returns:
+            dict with "log_likelihood", "entropy", "value" (each [T, B]) and "bootstrap_value" [B]; right after
+            acting they equal the behaviour policy's log-likelihoods and values.
+        """
+        args = [batch["unroll"], batch["bootstrap"]] + ([batch["initial_internal_states"]] if self.recurrent else [])
+        return self.executor.execute("evaluate_unroll", *args)
 
     def _update_step(self, unroll, bootstrap, initial, columns):
         """One optimizer step on the columns ``columns`` (None: all) of the unroll."""

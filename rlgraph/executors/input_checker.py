@@ -47,11 +47,16 @@ def make_input_checker(space, api_method, arg, component):
 
     if not isinstance(space, BoxSpace) or isinstance(space, TextBox):
         return slow
-    needs_bounds = isinstance(space, IntBox) or (isinstance(space, FloatBox) and (
-        np.any(np.isfinite(space.low)) or np.any(np.isfinite(space.high))))
+    dtype = np.dtype(space.dtype)
+    if isinstance(space, IntBox):
+        # A box spanning its dtype's whole range (e.g. uint8 images) cannot be left by a value of that dtype.
+        info = np.iinfo(dtype)
+        needs_bounds = not (np.all(np.asarray(space.low) <= info.min) and np.all(np.asarray(space.high) > info.max))
+    else:
+        needs_bounds = isinstance(space, FloatBox) and (np.any(np.isfinite(space.low)) or
+                                                         np.any(np.isfinite(space.high)))
     if needs_bounds:
         return slow
-    dtype = np.dtype(space.dtype)
     lead = int(space.has_batch_rank) + int(space.has_time_rank)
     shape = tuple(space.shape)
     ndim = lead + len(shape)
