@@ -18,7 +18,7 @@ $(STAMP): setup.py pyproject.toml
 install: $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/rlgraph train configs/dqn_cartpole.json
+	$(VENV)/bin/rlgraph train configs/appo_cartpole.json
 
 test: $(STAMP)
 	$(PY) -m pytest -n 2 -q

@@ -69,10 +69,12 @@ class R2D2Agent(Agent):
                                    f"{', '.join(DEFAULT_UPDATE_SPEC)}.")
         self.update_spec.update(update_spec or {})
         for key, value in self.update_spec.items():
-            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if key == "steps_before_update" else 1):
+            low = 0 if key == "steps_before_update" else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise RLGraphSpecError(f"R2D2Agent.update_spec.{key}: expected a positive int, got {value!r}.")
         if isinstance(schedule_timesteps, bool) or not isinstance(schedule_timesteps, int) or schedule_timesteps < 1:
-            raise RLGraphSpecError(f"R2D2Agent.schedule_timesteps: expected a positive int, got {schedule_timesteps!r}.")
+            raise RLGraphSpecError(f"R2D2Agent.schedule_timesteps: expected a positive int, got "
+                                   f"{schedule_timesteps!r}.")
         self.schedule_timesteps = schedule_timesteps
         self.actor_epsilons_spec = _check_actor_epsilons(actor_epsilons)
         self.dueling, self.n_step, self.eta = bool(dueling), n_step, eta
@@ -268,6 +270,8 @@ class R2D2Agent(Agent):
     def sync_target(self):
         self.executor.execute("sync_target")
         self.last_sync_timestep = self.timesteps
+        logger.debug("%s: target network synced at %d env steps, %d updates.", self.name, self.timesteps,
+                     self.updates)
 
 
 def _check_actor_epsilons(spec):
