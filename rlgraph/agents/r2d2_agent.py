@@ -17,7 +17,7 @@ DEFAULT_UPDATE_SPEC = dict(batch_size=64, update_interval=16, updates_per_interv
 DEFAULT_MEMORY_SPEC = dict(type="sequence-replay", capacity=10000, burn_in_length=40, train_length=40, overlap=40,
                            alpha=0.9, beta=0.6)
 #: Per-step keys of the learner's sequences (besides the memory's ``mask``).
-SEQUENCE_KEYS = ("states", "actions", "rewards", "terminals", "bootstrap")
+SEQUENCE_KEYS = ("states", "actions", "rewards", "terminals", "bootstrap", "resets")
 
 
 class R2D2Agent(Agent):
@@ -49,6 +49,10 @@ class R2D2Agent(Agent):
         eta: Priority mix (R2D2: 0.9).
         rescaling_epsilon: The epsilon of the value rescaling (R2D2: 1e-3).
         huber_loss: Huber instead of squared TD errors.
+        pad_episode_starts: Precede each episode by ``burn_in_length`` zero steps, its first step flagged in
+            ``resets`` (the learner zeroes the LSTM state there), so the first window trains from the episode's
+            first step on with the actor's exact (zero) state; without it the first ``burn_in_length`` steps of
+            every episode only ever serve as burn-in.
         **kwargs: See ``Agent`` (``discount`` defaults to R2D2's 0.997 here).
     """
 
@@ -56,7 +60,7 @@ class R2D2Agent(Agent):
 
     def __init__(self, state_space, action_space, memory_spec=None, exploration_spec=None, actor_epsilons="apex",
                  update_spec=None, schedule_timesteps=100000, dueling=True, n_step=5, eta=0.9, rescaling_epsilon=1e-3,
-                 huber_loss=False, **kwargs):
+                 huber_loss=False, pad_episode_starts=True, **kwargs):
         kwargs.setdefault("discount", 0.997)
         if memory_spec is not None and not isinstance(memory_spec, dict):
             raise RLGraphSpecError(f"R2D2Agent.memory_spec: expected a dict, got {memory_spec!r}.")
@@ -79,10 +83,12 @@ class R2D2Agent(Agent):
         self.actor_epsilons_spec = _check_actor_epsilons(actor_epsilons)
         self.dueling, self.n_step, self.eta = bool(dueling), n_step, eta
         self.rescaling_epsilon, self.huber_loss = rescaling_epsilon, bool(huber_loss)
+        self.pad_episode_starts = bool(pad_episode_starts)
         super().__init__(state_space, action_space, **kwargs)
         memory = self.root.memory
         self.burn_in = memory.burn_in_length
-        self.assembler = SequenceAssembler(memory.sequence_length, memory.stride)
+        self.assembler = SequenceAssembler(memory.sequence_length, memory.stride,
+                                           start_padding=self.burn_in if self.pad_episode_starts else 0)
         self.actor_epsilons = None
         self._apex_epsilons = None
         self.last_update_timestep = 0
@@ -103,7 +109,7 @@ class R2D2Agent(Agent):
         self.lstm_units = units = root.lstm_units
         lstm_state = Tuple(FloatBox(shape=(units,)), FloatBox(shape=(units,)))
         step_spaces = dict(states=self.state_space, actions=self.action_space, rewards=FloatBox(), terminals=BoolBox(),
-                           bootstrap=BoolBox())
+                           bootstrap=BoolBox(), resets=BoolBox())
         self.record_space = Dict(step_spaces, **{END_KEY: BoolBox(), STATE_KEY: lstm_state}, add_batch_rank=True)
         sequence = self.state_space.with_batch_rank().with_time_rank(time_major=False)
         spaces = dict(states=sequence, internal_states=lstm_state.with_batch_rank(), time_percentage=float,
@@ -114,6 +120,7 @@ class R2D2Agent(Agent):
                       importance_weights=FloatBox(add_batch_rank=True))
         if root.burn_in > 0:
             spaces["burn_in_states"] = sequence
+            spaces["burn_in_resets"] = BoolBox(add_batch_rank=True, add_time_rank=True)
         return root, spaces
 
     @property
@@ -190,7 +197,8 @@ class R2D2Agent(Agent):
         num_envs = len(terminals)
         self.timesteps += num_envs
         step = dict(states=states, actions=np.asarray(actions), rewards=np.asarray(rewards, np.float32),
-                    terminals=terminals, bootstrap=np.zeros(num_envs, bool))
+                    terminals=terminals, bootstrap=np.zeros(num_envs, bool),
+                    resets=self.assembler.episode_starts(num_envs) & self.pad_episode_starts)
         step[STATE_KEY] = tuple(step_internal_states)
         truncated = np.flatnonzero(truncations & ~terminals)
         bootstrap = None
@@ -199,7 +207,7 @@ class R2D2Agent(Agent):
             bootstrap = dict(states=optree.tree_map(lambda x: np.asarray(x)[truncated], next_states),
                              actions=np.zeros(truncated.size, step["actions"].dtype),
                              rewards=np.zeros(truncated.size, np.float32), terminals=np.zeros(truncated.size, bool),
-                             bootstrap=np.ones(truncated.size, bool))
+                             bootstrap=np.ones(truncated.size, bool), resets=np.zeros(truncated.size, bool))
             bootstrap[STATE_KEY] = tuple(np.asarray(s)[truncated] for s in internal_states)
         records = self.assembler.push(step, terminals | truncations, truncated, bootstrap)
         if records is not None:
@@ -220,16 +228,19 @@ class R2D2Agent(Agent):
                 and self.timesteps - self.last_update_timestep >= spec["update_interval"])
 
     def split_sequences(self, sequences):
-        """``(burn_in_states [B, burn_in, ...] or None, training steps {key: [B, L - burn_in, ...]})``."""
+        """``(burn-in {"states", "resets"} [B, burn_in, ...] or None, training steps {key: [B, L - burn_in, ...]})``."""
         b = self.burn_in
         train = {k: optree.tree_map(lambda x: x[:, b:], sequences[k]) for k in SEQUENCE_KEYS + ("mask",)}
-        burn_in = optree.tree_map(lambda x: x[:, :b], sequences["states"]) if b > 0 else None
-        return burn_in, train
+        if b == 0:
+            return None, train
+        return {k: optree.tree_map(lambda x: x[:, :b], sequences[k]) for k in ("states", "resets")}, train
 
     def _sequence_args(self, sequences):
-        """(training steps, keyword arguments with the burn-in states) for the update API methods."""
+        """(training steps, keyword arguments with the burn-in states and resets) for the update API methods."""
         burn_in, train = self.split_sequences(sequences)
-        return train, ({} if burn_in is None else dict(burn_in_states=burn_in))
+        if burn_in is None:
+            return train, {}
+        return train, dict(burn_in_states=burn_in["states"], burn_in_resets=burn_in["resets"])
 
     def update(self, batch=None):
         if batch is None:
@@ -302,22 +313,36 @@ class SequenceAssembler:
     ``L`` (the memory pads it). Each record row holds the recurrent state the actor had before that step, so a
     sequence's first row carries its initial state.
 
+    With ``start_padding = P > 0`` every episode is preceded by P zero rows (all keys zero, also the recurrent
+    state), i.e. the rule above runs on the padded episode. With ``P`` = the burn-in length, the first window
+    burns in over the padding only and trains from the episode's first step on (a learner that zeroes the
+    recurrent state at the first real step, see ``episode_starts``, then reproduces the actor's zero state
+    exactly), so no step of an episode is left untrained.
+
     All environments are handled at once: one fancy-indexed write per step into ``[N, L, ...]`` buffers, and
     one gather per step for the sequences completed in that step. Python does not loop over environments.
 
     Args:
         sequence_length: L.
         stride: S (L minus the overlap).
+        start_padding: P, zero rows before each episode (< L).
     """
 
-    def __init__(self, sequence_length, stride):
-        self.length, self.stride = int(sequence_length), int(stride)
+    def __init__(self, sequence_length, stride, start_padding=0):
+        self.length, self.stride, self.padding = int(sequence_length), int(stride), int(start_padding)
+        if not 0 <= self.padding < self.length:
+            raise RLGraphSpecError(f"SequenceAssembler: start_padding must lie in [0, {self.length}), got "
+                                   f"{start_padding!r}.")
         self.buffers = None
-        self.count = self.covered = None
+        self.count = self.covered = self.starting = None
 
     def reset(self):
-        """Drops all pending steps."""
+        """Drops all pending steps; the next step of every env counts as the first of an episode."""
         self.buffers = None
+
+    def episode_starts(self, num_envs):
+        """Bool [N]: whether the next step of each env is the first of an episode."""
+        return np.ones(num_envs, bool) if self.buffers is None else self.starting.copy()
 
     def push(self, step, done, bootstrap_ids=None, bootstrap_step=None):
         """Adds one step of all N envs; returns the rows of the sequences it completes (or None).
@@ -338,10 +363,19 @@ class SequenceAssembler:
                 lambda x: np.zeros((num_envs, self.length) + np.shape(x)[1:], np.asarray(x).dtype), step)
             self.count = np.zeros(num_envs, np.int64)
             self.covered = np.zeros(num_envs, np.int64)
+            self.starting = np.ones(num_envs, bool)
         elif len(self.count) != num_envs:
             raise RLGraphError(f"SequenceAssembler: a step of {num_envs} environments after steps of "
                                f"{len(self.count)}; call reset() when the number of environments changes.")
         out = []
+        if self.padding and self.starting.any():
+            starting = np.flatnonzero(self.starting)
+
+            def pad(buffer):
+                buffer[starting, :self.padding] = 0
+            optree.tree_map(pad, self.buffers)
+            self.count[starting] = self.padding
+        self.starting[:] = False
         self._write(np.arange(num_envs), step)
         self._emit_full(out)
         if bootstrap_ids is not None and len(bootstrap_ids):
@@ -354,6 +388,7 @@ class SequenceAssembler:
                 out.append(self._gather(ends, self.count[ends]))
             self.count[done] = 0
             self.covered[done] = 0
+            self.starting[done] = True
         if not out:
             return None
         return optree.tree_map(lambda *xs: np.concatenate(xs), *out) if len(out) > 1 else out[0]
