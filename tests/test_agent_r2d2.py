@@ -6,9 +6,7 @@ import os
 import numpy as np
 import pytest
 
-import rlgraph.agents.r2d2_agent  # noqa: F401  (registers "r2d2" until rlgraph.agents imports it)
-from rlgraph.agents import Agent
-from rlgraph.agents.r2d2_agent import R2D2Agent, SequenceAssembler
+from rlgraph.agents import Agent, R2D2Agent
 from rlgraph.environments import VectorEnv
 from rlgraph.spaces import FloatBox, IntBox
 from rlgraph.utils.backend import tf, torch
@@ -111,73 +109,7 @@ def test_store_load_round_trip_gives_identical_greedy_actions(backend, tmp_path)
         small_agent(backend, n_step=3).load_model(str(tmp_path / "model"))
 
 
-# --- sequence assembly --------------------------------------------------------------------------------------
-def reference_cut(episode, L, S):
-    """SequenceReplay's documented rule on one whole episode (a list of step ids): [ids, ...]."""
-    E, out, k = len(episode), [], 0
-    while k * S + L <= E:
-        out.append(episode[k * S:k * S + L])
-        k += 1
-    last_end = (k - 1) * S + L if k else 0
-    if E > last_end:
-        out.append(episode[k * S:])
-    return out
-
-
-def split_rows(rows):
-    """Assembled rows -> list of sequences (arrays of row indices), cut after each ``sequence_ends``."""
-    ends = np.flatnonzero(rows["sequence_ends"])
-    return np.split(np.arange(len(rows["sequence_ends"])), ends[:-1] + 1) if ends.size else []
-
-
-@pytest.mark.parametrize("padding", [0, 2])
-def test_sequence_assembly_matches_reference_with_episode_ends(padding):
-    """Vectorized assembly over N envs == a hand-rolled per-env cut of whole episodes (each preceded by
-    ``padding`` zero steps), including terminals, truncations (with their bootstrap step: the final observation)
-    and episodes shorter than L."""
-    N, T, L, S = 5, 60, 6, 4
-    rng = np.random.default_rng(0)
-    terminals = rng.random((T, N)) < 0.08
-    truncations = (rng.random((T, N)) < 0.05) & ~terminals
-    terminals[3, 0] = truncations[3, 1] = True   # An episode shorter than L, terminated/truncated.
-    terminals[9, 0] = truncations[9, 1] = True   # Episodes of exactly L steps.
-    assembler = SequenceAssembler(L, S, start_padding=padding)
-    got = {i: [] for i in range(N)}
-    for t in range(T):
-        ids = 1000 * np.arange(N) + t + 1                      # Step id: env * 1000 + t + 1 (0: padding).
-        starts = assembler.episode_starts(N)
-        step = dict(states=np.stack([ids, -ids], 1).astype(np.float32), actions=ids % 3, bootstrap=np.zeros(N, bool),
-                    resets=starts, internal_states=(ids[:, None] * np.ones((1, 2)), -ids[:, None].astype(np.float64)))
-        trunc = np.flatnonzero(truncations[t])
-        boot = dict(states=np.stack([ids[trunc] + 0.5, -ids[trunc]], 1).astype(np.float32), actions=0 * trunc,
-                    bootstrap=np.ones(trunc.size, bool), resets=np.zeros(trunc.size, bool),
-                    internal_states=((ids[trunc] + 0.5)[:, None] * np.ones((1, 2)), -ids[trunc, None] - 0.5))
-        rows = assembler.push(step, terminals[t] | truncations[t], trunc, boot)
-        if rows is None:
-            continue
-        for seq in split_rows(rows):
-            ids_in_seq = rows["states"][seq, 0]
-            env = int(ids_in_seq.max() // 1000)
-            # The state of each row is the one given with its step (so row 0 holds the initial state); padding
-            # rows are zero throughout.
-            np.testing.assert_array_equal(rows["internal_states"][0][seq, 0], ids_in_seq)
-            np.testing.assert_array_equal(rows["bootstrap"][seq], ids_in_seq % 1 == 0.5)
-            got[env].append(ids_in_seq.tolist())
-    for env in range(N):
-        episodes, current = [], [0.0] * padding
-        for t in range(T):
-            current.append(1000 * env + t + 1)
-            if truncations[t, env]:
-                current.append(1000 * env + t + 1.5)             # Bootstrap step after a truncation.
-            if terminals[t, env] or truncations[t, env]:
-                episodes.append(current)
-                current = [0.0] * padding
-        expected = [seq for ep in episodes for seq in reference_cut(ep, L, S)]
-        # The unfinished episode has given its complete windows only.
-        expected += [current[k * S:k * S + L] for k in range(len(current)) if k * S + L <= len(current)]
-        assert sorted(map(tuple, got[env])) == sorted(map(tuple, expected)), env
-
-
+# --- sequences (the cutting rule itself is tested against a reference in test_trajectories.py) -------------
 def test_observe_stores_the_actors_recurrent_state_at_sequence_starts(backend):
     """Every stored sequence equals the steps one env went through, and its initial state is the state the actor
     had when it acted on the sequence's first observation (zero for the padding in front of an episode, whose
@@ -196,7 +128,7 @@ def test_observe_stores_the_actors_recurrent_state_at_sequence_starts(backend):
         return actions, extras
     agent.get_actions = recording
     worker.run(600)
-    size = agent.stored_sequences
+    size = agent.learner.stored_sequences
     assert int(agent.executor.execute("get_memory_size")) == size
     sequences, (h0, c0), _, _ = agent.executor.execute("get_sequences", size)  # Equal priorities: each once.
     assert size > 20 and sequences["states"].shape == (size, L, 4)
@@ -364,7 +296,7 @@ def test_burn_in_steps_carry_no_gradient(backend):
     other["states"][:, :BURN_IN] += 1.0
     assert not np.isclose(agent.get_loss_and_gradients(other, init, w)[0], loss)
     # Directly: no gradient reaches the burn-in inputs or the stored initial state.
-    burn_in, train = agent.split_sequences(seqs)
+    burn_in, train = agent.learner.split_sequences(seqs)
     args = [train, init, w, burn_in["states"], burn_in["resets"]]
     for wrt in (3, 1):
         for grad in eager_input_gradients(backend, agent, args, wrt):
@@ -407,13 +339,9 @@ def train_cartpole(backend, seed, max_steps, tmp_path):
     import subprocess
     import sys
     logdir = str(tmp_path / f"r2d2-{backend}")
-    # Until rlgraph/agents/__init__.py imports the R2D2 agent, the command line is started with it imported.
-    code = "import sys, rlgraph.agents.r2d2_agent, rlgraph.cli; sys.exit(rlgraph.cli.main(sys.argv[1:]))"
-    cmd = [sys.executable, "-c", code, "train", os.path.join(CONFIGS, "r2d2_cartpole.json"), "--backend", backend,
-           "--steps", str(max_steps), "--seed", str(seed), "--logdir", logdir]
-    # One intra-op thread: PyTorch's two OpenMP threads on a busy 2-core machine make every small op ~50x slower.
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, env=env)
+    cmd = [sys.executable, "-m", "rlgraph.cli", "train", os.path.join(CONFIGS, "r2d2_cartpole.json"), "--backend",
+           backend, "--steps", str(max_steps), "--seed", str(seed), "--logdir", logdir]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
     assert proc.returncode == 0, proc.stderr[-2000:]
     with open(os.path.join(logdir, "summary.json")) as f:
         return json.load(f)

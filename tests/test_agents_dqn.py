@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from rlgraph.agents import Agent, ApexAgent, DQNAgent
-from rlgraph.agents.n_step_buffer import NStepBuffer
 from rlgraph.cli import main as cli_main
 from rlgraph.environments import VectorEnv
 from rlgraph.spaces import FloatBox, IntBox
@@ -74,45 +73,22 @@ def test_store_load_round_trip_gives_identical_actions(backend, tmp_path):
         different.load_model(str(tmp_path / "m"))
 
 
-def test_n_step_buffer_matches_reference():
-    rng = np.random.default_rng(0)
-    T, N, n, gamma = 12, 3, 3, 0.9
-    rewards = rng.normal(size=(T, N)).astype(np.float32)
-    terminals = rng.random((T, N)) < 0.15
-    truncs = (rng.random((T, N)) < 0.1) & ~terminals
-    states = rng.normal(size=(T, N, 2)).astype(np.float32)
-    next_states = rng.normal(size=(T, N, 2)).astype(np.float32)
-    buf = NStepBuffer(n, gamma)
-    out = [buf.push(states[t], np.full(N, t), rewards[t], next_states[t], terminals[t], terminals[t] | truncs[t])
-           for t in range(T)]
-    for t0 in range(T - n + 1):
-        got = out[t0 + n - 1]
-        for i in range(N):
-            # Reference: walk forward from t0 until n steps or the episode ends.
-            ret, k = 0.0, 0
-            while True:
-                ret += gamma ** k * rewards[t0 + k, i]
-                if terminals[t0 + k, i] or truncs[t0 + k, i] or k == n - 1:
-                    break
-                k += 1
-            assert got["actions"][i] == t0
-            np.testing.assert_allclose(got["rewards"][i], ret, rtol=1e-5)
-            np.testing.assert_array_equal(got["next_states"][i], next_states[t0 + k, i])
-            assert got["terminals"][i] == terminals[t0 + k, i]
-
-
-def test_apex_actor_epsilons_and_td_priorities(backend):
+def test_apex_actor_epsilons_and_actor_priorities(backend):
     agent = Agent.from_spec(dict(SMALL, type="apex"), state_space=STATE, action_space=ACTION, backend=backend)
     states = np.random.default_rng(1).normal(size=(8, 4)).astype(np.float32)
     agent.get_actions(states)
     expected = 0.4 ** (1 + 7 * np.arange(8) / 7)
-    np.testing.assert_allclose(agent.actor_epsilons, expected, rtol=1e-6)
+    np.testing.assert_allclose(agent.actor.epsilons, expected, rtol=1e-6)
     records = dict(states=states, actions=np.arange(8) % 2, rewards=np.linspace(-1, 1, 8).astype(np.float32),
-                   next_states=states[::-1].copy(), terminals=np.zeros(8, bool))
-    td = agent.get_td_errors(records)
-    agent.insert(records)
-    buffer = agent.root.memory.buffer
-    stored = buffer.get_priorities(np.arange(8))
+                   next_states=states[::-1].copy(), terminals=np.arange(8) % 3 == 0)
+    items = agent.actor.process_items(dict(records))
+    # The actor's priority: |r + gamma * max_a Q(s', a) (0 if terminal) - Q(s, a)| + eps with its own network.
+    q, q_next = agent.get_q_values(states), agent.get_q_values(records["next_states"])
+    target = records["rewards"] + 0.99 * np.where(records["terminals"], 0.0, q_next.max(-1))
+    td = target - q[np.arange(8), records["actions"]]
+    np.testing.assert_allclose(items["priorities"], np.abs(td) + 1e-6, rtol=1e-4, atol=1e-6)
+    agent.learner.add_items(items)
+    stored = agent.root.memory.buffer.get_priorities(np.arange(8))
     # Stored priorities are (|TD| + eps) ** alpha, not the default max priority.
     np.testing.assert_allclose(stored, (np.abs(td) + 1e-6) ** 0.6, rtol=1e-4)
 

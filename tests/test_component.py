@@ -123,3 +123,152 @@ def test_variables_api_waits_for_all_sub_components(backend):
     assert sorted(out) == sorted(f"{layer}.{v}" for layer in ("dense", "dense-1", "dense-2")
                                  for v in ("kernel", "bias"))
     assert out["dense-2.kernel"].shape == (2, 1)
+
+
+# --- graph functions overridden for one backend only ---------------------------------------------------------
+class Shift(Component):
+    """Its two backend implementations differ on purpose, so a test sees which one ran."""
+
+    @rlgraph_api
+    def apply(self, x):
+        return self._graph_fn_apply(x)
+
+    @graph_fn(backend="tf")
+    def _graph_fn_apply(self, x):
+        return x + 1.0
+
+    @graph_fn(backend="pytorch")
+    def _graph_fn_apply(self, x):
+        return x + 2.0
+
+
+class ShiftTfOverridden(Shift):
+    @graph_fn(backend="tf")
+    def _graph_fn_apply(self, x):
+        return x * 10.0
+
+
+class ShiftTorchOverridden(Shift):
+    @graph_fn(backend="pytorch")
+    def _graph_fn_apply(self, x):
+        return x * 20.0
+
+
+class ShiftBackendFree(Shift):
+    @graph_fn
+    def _graph_fn_apply(self, x):
+        return x * 30.0
+
+
+class ShiftBothOverriddenInTwoSteps(ShiftTfOverridden):
+    @graph_fn(backend="pytorch")
+    def _graph_fn_apply(self, x):
+        return x * 40.0
+
+
+class ShiftTfOverBackendFree(ShiftBackendFree):
+    @graph_fn(backend="tf")
+    def _graph_fn_apply(self, x):
+        return x * 50.0
+
+
+@pytest.mark.parametrize("cls, expected", [
+    (Shift, {"tf": lambda x: x + 1, "pytorch": lambda x: x + 2}),
+    # Only tf overridden: PyTorch keeps the parent's implementation (and vice versa).
+    (ShiftTfOverridden, {"tf": lambda x: x * 10, "pytorch": lambda x: x + 2}),
+    (ShiftTorchOverridden, {"tf": lambda x: x + 1, "pytorch": lambda x: x * 20}),
+    # A backend-free override replaces both.
+    (ShiftBackendFree, {"tf": lambda x: x * 30, "pytorch": lambda x: x * 30}),
+    # Along a longer chain, each backend comes from the nearest class defining it (or a backend-free one).
+    (ShiftBothOverriddenInTwoSteps, {"tf": lambda x: x * 10, "pytorch": lambda x: x * 40}),
+    (ShiftTfOverBackendFree, {"tf": lambda x: x * 50, "pytorch": lambda x: x * 30}),
+], ids=lambda v: v.__name__ if isinstance(v, type) else None)
+def test_graph_fn_overridden_for_one_backend_keeps_the_inherited_other(backend, cls, expected):
+    test = ComponentTest(cls(scope="shift"), dict(x=FloatBox(shape=(2,), add_batch_rank=True)), backend=backend)
+    x = np.array([[1.0, -2.0], [0.5, 3.0]], np.float32)
+    test.test(("apply", [x]), expected_outputs=expected[backend](x))
+
+
+def test_graph_fn_inheritance_leaves_the_parents_untouched():
+    assert set(Shift._graph_fn_apply.impls) == {"tf", "pytorch"}
+    assert Shift._graph_fn_apply.impls["tf"].__qualname__ == "Shift._graph_fn_apply"
+    child = ShiftTfOverridden._graph_fn_apply
+    assert child is not Shift._graph_fn_apply
+    assert child.impls["tf"].__qualname__ == "ShiftTfOverridden._graph_fn_apply"
+    assert child.impls["pytorch"] is Shift._graph_fn_apply.impls["pytorch"]
+    assert set(ShiftBackendFree._graph_fn_apply.impls) == {None}
+    # The instance's graph-function table (what the builder binds) holds the completed function.
+    assert ShiftTorchOverridden(scope="s").graph_fns["_graph_fn_apply"] is ShiftTorchOverridden._graph_fn_apply
+
+
+def test_graph_fn_inheritance_across_different_options_fails_at_class_creation():
+    from rlgraph.utils.errors import RLGraphAPIError
+
+    with pytest.raises(RLGraphAPIError, match=r"Class '.*SplitShift'.*graph function '_graph_fn_apply'.*"
+                                              r"missing backend\(s\) \(pytorch\)"):
+        class SplitShift(Shift):
+            @graph_fn(backend="tf", split_ops=True)
+            def _graph_fn_apply(self, x):
+                return x
+
+
+# --- run-time checks -------------------------------------------------------------------------------------------
+class Gate(Component):
+    """Passes its input through if ``is_open``: a run-time check that the build's sample runs must skip."""
+
+    def __init__(self, is_open, **kwargs):
+        super().__init__(scope="gate", **kwargs)
+        self.is_open = is_open
+        self.build_runs = 0
+        self.checks_in_build_runs = 0
+
+    def _check(self):
+        self.checks_in_build_runs += self.in_build_run
+        return self.is_open
+
+    @rlgraph_api
+    def apply(self, x):
+        return self._graph_fn_apply(x)
+
+    @graph_fn
+    def _graph_fn_apply(self, x):
+        self.build_runs += self.in_build_run
+        self.check_at_run_time(self._check, lambda: f"Gate '{self.global_scope}', API method 'apply': closed.")
+        return x
+
+
+def test_check_at_run_time_skips_the_build_runs_only(backend):
+    from rlgraph.utils.errors import RLGraphRuntimeError
+
+    x, space = np.ones((3, 2), np.float32), dict(x=FloatBox(shape=(2,), add_batch_rank=True))
+    gate = Gate(is_open=True)
+    test = ComponentTest(gate, space, backend=backend)
+    test.test(("apply", [x]), expected_outputs=x)
+    assert gate.build_runs >= 2 and gate.checks_in_build_runs == 0
+    closed = Gate(is_open=False)
+    # Raised on PyTorch by the call, on TensorFlow when the executor traces the function after the build (a
+    # Python condition is evaluated at trace time there).
+    with pytest.raises(RLGraphRuntimeError, match="Gate 'gate', API method 'apply': closed"):
+        ComponentTest(closed, space, backend=backend).test(("apply", [x]))
+    assert closed.build_runs >= 2 and closed.checks_in_build_runs == 0
+
+
+class Limit(Component):
+    @rlgraph_api
+    def take(self, n):
+        return self._graph_fn_take(n)
+
+    @graph_fn
+    def _graph_fn_take(self, n):
+        self.check_at_run_time(n <= 3, "Limit: at most 3.")  # n is a symbolic tensor inside a TF graph.
+        return n
+
+
+def test_check_at_run_time_rejects_symbolic_tf_conditions():
+    with pytest.raises(RLGraphError, match="check_at_run_time\\(\\) takes a Python condition.*tf.debugging"):
+        ComponentTest(Limit(scope="limit"), dict(n=int), backend="tf").test(("take", [2]))
+    test = ComponentTest(Limit(scope="limit"), dict(n=int), backend="pytorch")  # Build samples n = 7 and 11.
+    assert test.test(("take", [2])) == 2
+    from rlgraph.utils.errors import RLGraphRuntimeError
+    with pytest.raises(RLGraphRuntimeError, match="Limit: at most 3."):
+        test.test(("take", [4]))

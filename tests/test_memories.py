@@ -246,114 +246,100 @@ def test_fifo_threads_put_while_learner_gets(backend):
 
 
 # ------------------------------------------------------------------------------------------- SequenceReplay
+# The memory stores whole sequences as rlgraph.trajectories.SequenceBuilder emits them (the cutting rule is
+# tested in tests/test_trajectories.py).
 
-STEP_SPACE = dict(obs=FloatBox(shape=(2,)), terminals=BoolBox(),
-                  internal_states=(FloatBox(shape=(3,)), FloatBox(shape=(1,))))
-
-
-def reference_sequences(episodes, L, S):
-    """The sequences of the documented rule, from whole step-id lists: [(ids, length), ...]."""
-    out = []
-    for steps, finished in episodes:
-        E = len(steps)
-        k = 0
-        while k * S + L <= E:
-            out.append((steps[k * S:k * S + L], L))
-            k += 1
-        last_end = (k - 1) * S + L if k else 0
-        if finished and E > last_end:
-            out.append((steps[k * S:], E - k * S))
-    return out
+SEQ_L = 5  # burn_in_length 2 + train_length 3.
 
 
-def step_records(ids, terminals):
-    """Per-step records whose values encode the step id."""
-    ids = np.asarray(ids, np.float32)
-    return {"obs": np.stack([ids, ids + 0.5], -1), "terminals": np.asarray(terminals, bool),
-            "internal_states": (np.stack([ids, 2 * ids, 3 * ids], -1), -ids[..., None])}
+def sequence_space(L=SEQ_L):
+    return Dict(obs=FloatBox(shape=(L, 2)), terminals=BoolBox(shape=(L,)), mask=BoolBox(shape=(L,)),
+                internal_states=(FloatBox(shape=(3,)), FloatBox(shape=(1,))), add_batch_rank=True)
 
 
-def sequence_test(backend, layout, L=5, overlap=2, capacity=200, alpha=0.0):
-    space = Dict(STEP_SPACE, add_batch_rank=True, add_time_rank=layout != "single", time_major=layout == "time-major")
-    return ComponentTest(SequenceReplay(capacity, burn_in_length=2, train_length=L - 2, overlap=overlap, alpha=alpha,
-                                        seed=1),
-                         input_spaces=dict(records=space, num_records=int, indices=INDICES, priorities=PRIORITIES),
-                         backend=backend)
+SEQUENCE_SPACES = dict(num_records=int, indices=INDICES, priorities=PRIORITIES)
 
 
-def check_all_sequences(test, expected, L):
+def sequence_batch(first_ids, lengths, L=SEQ_L):
+    """Sequences whose rows encode their step ids ``first_id, first_id + 1, ...``, zero-padded after ``length``."""
+    first_ids, lengths = np.asarray(first_ids, np.float32), np.asarray(lengths)
+    mask = np.arange(L)[None, :] < lengths[:, None]
+    ids = np.where(mask, first_ids[:, None] + np.arange(L)[None, :], 0.0).astype(np.float32)
+    return {"obs": np.stack([ids, ids + 0.5 * mask], -1), "terminals": (ids % 3 == 1) & mask, "mask": mask,
+            "internal_states": (first_ids[:, None] * np.array([1.0, 2.0, 3.0], np.float32), -first_ids[:, None])}
+
+
+def sequence_test(backend, capacity=200, alpha=0.0, L=SEQ_L):
+    return ComponentTest(SequenceReplay(capacity, burn_in_length=2, train_length=L - 2, overlap=2, alpha=alpha, seed=1),
+                         input_spaces=dict(records=sequence_space(L), **SEQUENCE_SPACES), backend=backend)
+
+
+def test_sequence_replay_stores_and_samples_whole_sequences(backend):
+    test = sequence_test(backend)
+    memory = test.component
+    assert (memory.sequence_length, memory.stride, memory.burn_in_length, memory.train_length) == (5, 3, 2, 3)
+    batches = [sequence_batch([10, 20, 30], [5, 2, 5]), sequence_batch([40], [1]), sequence_batch([50, 60], [3, 5])]
+    for batch in batches:
+        test.test(("insert_records", [batch]))
     size = int(test.test("get_size"))
-    assert size == len(expected)
+    assert size == 6
     sequences, states, indices, weights = test.test(("get_records", [size]))  # alpha 0: each exactly once.
     assert sorted(indices.tolist()) == list(range(size))
-    assert sequences["obs"].shape == (size, L, 2) and sequences["mask"].shape == (size, L)
-    assert "internal_states" not in sequences and states[0].shape == (size, 3) and states[1].shape == (size, 1)
-    got = []
-    for i in range(size):
-        n = int(sequences["mask"][i].sum())
-        assert sequences["mask"][i].tolist() == [True] * n + [False] * (L - n)
-        ids = sequences["obs"][i, :n, 0]
-        np.testing.assert_array_equal(sequences["obs"][i, :n, 1], ids + 0.5)
-        np.testing.assert_array_equal(sequences["obs"][i, n:], 0.0)  # Zero padding.
-        np.testing.assert_array_equal(states[0][i], [ids[0], 2 * ids[0], 3 * ids[0]])  # State at the first step.
-        np.testing.assert_array_equal(states[1][i], [-ids[0]])
-        got.append((tuple(ids.astype(int).tolist()), n))
-    assert sorted(got) == sorted((tuple(ids), n) for ids, n in expected)
+    assert set(sequences) == {"obs", "terminals", "mask"} and "internal_states" not in sequences
+    assert sequences["obs"].shape == (size, SEQ_L, 2) and sequences["mask"].shape == (size, SEQ_L)
+    assert states[0].shape == (size, 3) and states[1].shape == (size, 1)
+    inserted = {k: np.concatenate([b[k] for b in batches]) for k in ("obs", "terminals", "mask")}
+    inserted_states = [np.concatenate([b["internal_states"][i] for b in batches]) for i in range(2)]
+    for row, index in enumerate(indices):  # Index i: the i-th inserted sequence, returned as it went in.
+        for key in ("obs", "terminals", "mask"):
+            np.testing.assert_array_equal(sequences[key][row], inserted[key][index])
+        for i in range(2):
+            np.testing.assert_array_equal(states[i][row], inserted_states[i][index])
     np.testing.assert_array_equal(weights, 1.0)
 
 
-def test_sequence_cutting_single_stream(backend):
-    L, overlap = 5, 2
-    test = sequence_test(backend, "single", L, overlap)
-    rng = np.random.default_rng(3)
-    lengths = [1, 3, 5, 6, 8, 11, 14, 4]  # Shorter than, equal to and longer than L.
-    terminals = np.concatenate([np.eye(n, dtype=bool)[-1] for n in lengths] + [np.zeros(9, bool)])  # + unfinished.
-    ids = np.arange(terminals.size)
-    cuts = np.sort(rng.choice(np.arange(1, ids.size), size=6, replace=False))
-    for chunk_ids in np.split(ids, cuts):  # Episodes span several inserts.
-        test.test(("insert_records", [step_records(chunk_ids, terminals[chunk_ids])]))
-    bounds = np.cumsum([0] + lengths)
-    episodes = [(list(range(a, b)), True) for a, b in zip(bounds[:-1], bounds[1:])]
-    episodes.append((list(range(bounds[-1], ids.size)), False))
-    check_all_sequences(test, reference_sequences(episodes, L, L - overlap), L)
+def test_sequence_replay_is_a_ring_of_sequences(backend):
+    test = sequence_test(backend, capacity=4)
+    test.test(("insert_records", [sequence_batch([10, 20, 30], [5, 5, 5])]))
+    test.test(("insert_records", [sequence_batch([40, 50], [2, 5])]))  # Overwrites the oldest (10).
+    assert test.test("get_size") == 4
+    sequences, states, _, _ = test.test(("get_records", [4]))
+    assert sorted(sequences["obs"][:, 0, 0].tolist()) == [20.0, 30.0, 40.0, 50.0]
+    assert sorted(states[0][:, 0].tolist()) == [20.0, 30.0, 40.0, 50.0]
 
 
-@pytest.mark.parametrize("layout", ["batch-major", "time-major"])
-def test_sequence_cutting_parallel_streams(backend, layout):
-    L, overlap, B, T = 4, 1, 3, 7
-    test = sequence_test(backend, layout, L, overlap)
-    rng = np.random.default_rng(5)
-    terminals = rng.random((B, 3 * T)) < 0.2
-    ids = 1000 * np.arange(B)[:, None] + np.arange(3 * T)[None, :]
-    for c in range(3):
-        chunk = step_records(ids[:, c * T:(c + 1) * T], terminals[:, c * T:(c + 1) * T])
-        if layout == "time-major":
-            chunk = {"obs": chunk["obs"].swapaxes(0, 1), "terminals": chunk["terminals"].T,
-                     "internal_states": tuple(s.swapaxes(0, 1) for s in chunk["internal_states"])}
-        test.test(("insert_records", [chunk]))
-    episodes = []
-    for b in range(B):
-        ends = np.flatnonzero(terminals[b])
-        starts = np.concatenate([[0], ends + 1])
-        for s, e in zip(starts[:-1], ends):
-            episodes.append((ids[b, s:e + 1].tolist(), True))
-        episodes.append((ids[b, starts[-1]:].tolist(), False))
-    check_all_sequences(test, reference_sequences(episodes, L, L - overlap), L)
-    with pytest.raises(RLGraphRuntimeError, match="streams"):
-        bad = step_records(ids[:2, :T], terminals[:2, :T])
-        if layout == "time-major":
-            bad = {"obs": bad["obs"].swapaxes(0, 1), "terminals": bad["terminals"].T,
-                   "internal_states": tuple(s.swapaxes(0, 1) for s in bad["internal_states"])}
-        test.test(("insert_records", [bad]))
+def test_sequence_replay_takes_sequence_builder_output(backend):
+    from rlgraph.trajectories import SequenceBuilder
+    test = sequence_test(backend)
+    memory = test.component
+    builder = SequenceBuilder(memory.sequence_length, memory.stride, start_padding=memory.burn_in_length)
+    rng = np.random.default_rng(0)
+    emitted = []
+    for t in range(30):
+        ids = np.arange(4)
+        uid = (100 * ids + t + 1).astype(np.float32)
+        step = {"obs": np.stack([uid, uid + 0.5], -1), "terminals": rng.random(4) < 0.2,
+                "internal_states": (uid[:, None] * np.array([1.0, 2.0, 3.0], np.float32), -uid[:, None])}
+        out = builder.add(ids, step, step["terminals"])
+        if out is not None:
+            out.pop("env_ids")
+            test.test(("insert_records", [out]))
+            emitted += [tuple(row) for row in out["obs"][:, :, 0].tolist()]
+    size = int(test.test("get_size"))
+    assert size == len(emitted) > 5
+    sequences, states, _, _ = test.test(("get_records", [size]))
+    assert sorted(tuple(row) for row in sequences["obs"][:, :, 0].tolist()) == sorted(emitted)
+    np.testing.assert_array_equal(states[0][:, 0], sequences["obs"][:, 0, 0])  # The state of the first row.
 
 
 def test_sequence_priorities_and_errors(backend):
-    test = sequence_test(backend, "single", L=4, overlap=0, alpha=1.0)
-    test.test(("insert_records", [step_records(np.arange(12), np.zeros(12, bool))]))  # 3 sequences.
+    test = sequence_test(backend, alpha=1.0)
+    test.test(("insert_records", [sequence_batch([0, 10, 20], [5, 5, 3])]))
     test.test(("update_records", [np.arange(3, dtype=np.int64), np.array([0.0, 1.0, 0.0], np.float32)]))
-    sequences, _, indices, _ = test.test(("get_records", [3]))
+    sequences, states, indices, _ = test.test(("get_records", [3]))
     np.testing.assert_array_equal(indices, 1)  # Zero priority: never sampled.
-    np.testing.assert_array_equal(sequences["obs"][:, :, 0], np.tile(np.arange(4, 8), (3, 1)))
+    np.testing.assert_array_equal(sequences["obs"][:, :, 0], np.tile(np.arange(10, 15), (3, 1)))
+    np.testing.assert_array_equal(states[1][:, 0], -10.0)
     with pytest.raises(RLGraphRuntimeError, match="priorities"):
         test.test(("update_records", [np.arange(1, dtype=np.int64), np.array([-1.0], np.float32)]))
     with pytest.raises(RLGraphRuntimeError, match="4 records"):
@@ -361,25 +347,39 @@ def test_sequence_priorities_and_errors(backend):
 
 
 def test_sequence_backends_agree():
-    space = Dict(STEP_SPACE, add_batch_rank=True)
-    terminals = np.zeros(30, bool)
-    terminals[[6, 17]] = True
-    calls = [("insert_records", [step_records(np.arange(30), terminals)]), ("get_size", []),
+    calls = [("insert_records", [sequence_batch([0, 10, 20, 30, 40], [5, 1, 5, 4, 5])]), ("get_size", []),
              ("update_records", [np.arange(4, dtype=np.int64), np.array([0.5, 1.0, 2.0, 3.0], np.float32)]),
-             ("get_records", [6])]
-    run_on_backends(lambda: SequenceReplay(20, burn_in_length=2, train_length=4, overlap=3, seed=2),
-                    dict(records=space, num_records=int, indices=INDICES, priorities=PRIORITIES), calls)
+             ("get_records", [4])]
+    run_on_backends(lambda: SequenceReplay(20, burn_in_length=2, train_length=3, overlap=1, seed=2),
+                    dict(records=sequence_space(), **SEQUENCE_SPACES), calls)
 
 
 def test_sequence_replay_rejects_bad_specs_and_spaces():
-    for kwargs in (dict(overlap=6), dict(train_length=0), dict(burn_in_length=-1), dict(mask_key="terminals")):
+    for kwargs in (dict(overlap=6), dict(train_length=0), dict(burn_in_length=-1), dict(mask_key="internal_states"),
+                   dict(terminal_key="terminals")):
         with pytest.raises(RLGraphSpecError):
             SequenceReplay(10, **{"burn_in_length": 2, "train_length": 4, **kwargs})
-    spaces = dict(num_records=int, indices=INDICES, priorities=PRIORITIES)
-    for records_space, match in ((Dict(obs=FloatBox(), terminals=BoolBox(), add_batch_rank=True), "internal_states"),
-                                 (Dict(obs=FloatBox(), terminals=FloatBox(), internal_states=FloatBox(),
-                                       add_batch_rank=True), "BoolBox"),
-                                 (Dict(mask=FloatBox(), terminals=BoolBox(), internal_states=FloatBox(),
-                                       add_batch_rank=True), "mask")):
+    state = (FloatBox(shape=(3,)), FloatBox(shape=(1,)))
+    L = SEQ_L
+    for records_space, match in (
+            (Dict(obs=FloatBox(shape=(L,)), mask=BoolBox(shape=(L,)), add_batch_rank=True), "internal_states"),
+            (Dict(obs=FloatBox(shape=(L,)), internal_states=state, add_batch_rank=True), "'mask'"),
+            (Dict(obs=FloatBox(shape=(L,)), mask=FloatBox(shape=(L,)), internal_states=state, add_batch_rank=True),
+             "'mask' must be a BoolBox of shape \\(5,\\)"),
+            (Dict(obs=FloatBox(shape=(L,)), mask=BoolBox(shape=(L + 1,)), internal_states=state, add_batch_rank=True),
+             "'mask' must be a BoolBox of shape \\(5,\\)"),
+            (Dict(obs=FloatBox(shape=(L + 1, 2)), mask=BoolBox(shape=(L,)), internal_states=state,
+                  add_batch_rank=True), "'obs' must have shape \\(5, ...\\).*got shape \\(6, 2\\)"),
+            (Dict(obs=FloatBox(), mask=BoolBox(shape=(L,)), internal_states=state, add_batch_rank=True),
+             "'obs' must have shape \\(5, ...\\)"),
+            (Dict(obs=FloatBox(shape=(2,)), mask=BoolBox(), internal_states=state, add_batch_rank=True,
+                  add_time_rank=True), "time rank"),
+            (Dict(mask=BoolBox(shape=(L,)), internal_states=state, add_batch_rank=True), "per-step keys")):
         with pytest.raises(RLGraphSpaceError, match=match):
-            ComponentTest(SequenceReplay(10), input_spaces=dict(records=records_space, **spaces), backend="pytorch")
+            ComponentTest(sequence_replay_for_space_checks(), input_spaces=dict(records=records_space,
+                                                                                **SEQUENCE_SPACES),
+                          backend="pytorch")
+
+
+def sequence_replay_for_space_checks():
+    return SequenceReplay(10, burn_in_length=2, train_length=SEQ_L - 2)

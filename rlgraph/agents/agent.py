@@ -18,12 +18,28 @@ logger = logging.getLogger(__name__)
 AGENT_FILE = "rlgraph_agent.json"
 
 
-class Agent(Specifiable):
-    """An RL agent: builds its algorithm's root component and a graph executor for the configured backend.
+#: What ``Agent.from_spec(..., role=...)`` builds: the actor alone, the learner alone, or both in one process.
+ROLES = ("local", "actor", "learner")
 
-    Subclasses implement ``build_root()`` (returning the root component and its input spaces) and the
-    numpy-side logic of ``get_actions``, ``observe`` and ``update``. An agent runs no environment loop and
-    knows nothing of processes or machines; workers and execution engines drive it.
+
+class Agent(Specifiable):
+    """An RL algorithm on one backend: its actor, trajectory builder and learner, built by role.
+
+    The three roles are separate objects that share nothing but the config and the graph executor:
+
+    - ``agent.actor`` (an ``Actor``) acts: batched actions for the rows of a vector of environments, with the
+      extras its algorithm's trajectories need (behaviour log-probs, values, recurrent state, the weights
+      version that acted), and turns each environment step into the row dict its trajectory builder takes.
+    - ``agent.make_trajectory_builder()`` gives a fresh, backend-free builder (``rlgraph.trajectories``),
+      keyed by environment id, that cuts those rows into items (n-step transitions, unrolls, sequences).
+    - ``agent.learner`` (a ``Learner``) takes items (into its memory, where the algorithm has one), updates,
+      counts its weights version and reports the policy lag of what it learns from.
+
+    ``role="actor"`` builds only the API methods acting needs (no memory, optimizer, loss variables or target
+    network), ``role="learner"`` the whole graph without an actor, ``role="local"`` (default) everything in
+    one process: then ``observe`` runs the step through the builder into the learner and actor and learner
+    share one executor, so the actor always acts with the learner's current weights. Subclasses implement
+    ``build_root()`` and name their ``actor_class``, ``learner_class`` and ``actor_api_methods``.
 
     Args:
         state_space: The (single-environment) state space: a Space, a spec, or a gymnasium space.
@@ -36,15 +52,24 @@ class Agent(Specifiable):
         optimizer_spec: The optimizer spec (e.g. ``{"type": "adam", "learning_rate": 1e-3}``).
         device: The device of the root component (e.g. "cpu", "gpu:0").
         name: A name for logs.
+        role: "local", "actor" or "learner" (see above).
     """
 
     #: Keys of a training config that belong to the run, not to the agent; ``from_spec`` leaves them out.
-    RUN_KEYS = ("environment_spec", "train_spec", "description")
+    RUN_KEYS = ("environment_spec", "train_spec", "execution_spec", "description")
     #: Agent arguments that do not change what a stored model means (left out of ``config_hash``).
-    RUNTIME_KEYS = ("backend", "seed", "device", "name")
+    RUNTIME_KEYS = ("backend", "seed", "device", "name", "role")
+    #: The role classes (subclasses set them).
+    actor_class = None
+    learner_class = None
+    #: The root API methods an actor-only build holds.
+    actor_api_methods = ()
 
     def __init__(self, state_space, action_space, backend=None, seed=0, discount=0.99, preprocessing_spec=None,
-                 network_spec=None, optimizer_spec=None, device=None, name=None):
+                 network_spec=None, optimizer_spec=None, device=None, name=None, role="local"):
+        if role not in ROLES:
+            raise RLGraphSpecError(f"{type(self).__name__}.role: expected one of {ROLES}, got {role!r}.")
+        self.role = role
         self.state_space = _to_space(state_space, "state_space").strip_ranks()
         self.action_space = _to_space(action_space, "action_space").strip_ranks()
         self.backend = normalize_backend(backend or get_default_backend())
@@ -58,20 +83,23 @@ class Agent(Specifiable):
         self.device = device
         self.name = name or type(self).__name__
         self.config = None  # The spec it was built from (set by from_spec), for checkpoints.
-        self.timesteps = 0
-        self.updates = 0
         self.root, input_spaces = self.build_root()
         self.executor = GraphExecutor.create(backend=self.backend, root_component=self.root,
                                              input_spaces=input_spaces, action_space=self.action_space,
-                                             seed=self.seed, device=device)
+                                             seed=self.seed, device=device,
+                                             api_methods=self.actor_api_methods if role == "actor" else None)
+        self.actor = self.actor_class(self) if role != "learner" else None
+        self.learner = self.learner_class(self) if role != "actor" else None
+        self.builder = self.make_trajectory_builder() if role == "local" else None
 
     # --- construction -------------------------------------------------------------------------------------
     @classmethod
     def from_spec(cls, spec=None, state_space=None, action_space=None, _path=None, **overrides):
         """Builds an agent from a dict or JSON config whose ``"type"`` names it ("dqn", "apex", ...).
 
-        Run keys (``environment_spec``, ``train_spec``) are ignored here; every other key must be an
-        argument of the agent. ``overrides`` replace config values (e.g. ``backend="pytorch"``).
+        Run keys (``environment_spec``, ``train_spec``, ``execution_spec``) are ignored here; every other key
+        must be an argument of the agent. ``overrides`` replace config values (e.g. ``backend="pytorch"``,
+        ``role="actor"``).
         """
         path = _path or "agent"
         if isinstance(spec, (str, os.PathLike)):
@@ -95,45 +123,112 @@ class Agent(Specifiable):
         """Returns ``(root component, input spaces of its API methods)``."""
         raise NotImplementedError
 
-    # --- acting and learning ---------------------------------------------------------------------------
+    def make_trajectory_builder(self):
+        """A new trajectory builder (``rlgraph.trajectories``) for this algorithm's items."""
+        raise NotImplementedError
+
+    def _role(self, name, needed):
+        obj = getattr(self, name)
+        if obj is None:
+            raise RLGraphError(f"{self.name} was built with role='{self.role}'; {needed} needs the {name} "
+                               f"(role='local' or '{name}').")
+        return obj
+
+    # --- acting ---------------------------------------------------------------------------------------------
     def get_actions(self, states, explore=True, internal_states=None, return_extras=False):
         """Actions for a batch of states (one row per environment).
 
         Args:
             states: A batch of states.
             explore: Whether to explore (sample / epsilon-greedy) or act greedily.
-            internal_states: Recurrent state per environment (recurrent agents).
-            return_extras: Also return a dict of what ``observe`` needs besides the transition (behaviour
-                log-probabilities, next internal states, ...).
+            internal_states: Recurrent state per environment (recurrent agents; None: a new episode).
+            return_extras: Also return the dict of what the trajectory needs besides the transition
+                (behaviour log-probabilities, the next internal states, the weights version, ...).
 
         Returns:
             The actions (and the extras dict with ``return_extras``).
         """
-        raise NotImplementedError
+        actions, extras = self._role("actor", "get_actions").get_actions(states, explore, internal_states)
+        return (actions, extras) if return_extras else actions
 
-    def observe(self, states, actions, rewards, next_states, terminals, truncations=None, **extras):
-        """Takes one step of transitions for a batch of environments."""
-        raise NotImplementedError
+    def next_internal_states(self, extras, rewards, dones):
+        """The internal states to pass to the next ``get_actions``: the extras' next states, zeroed for
+        environments whose episode ended (``dones``), and completed with this step's rewards where the
+        network sees previous rewards. None for agents without internal states."""
+        return self._role("actor", "next_internal_states").next_internal_states(extras, rewards, dones)
+
+    # --- observing and learning ---------------------------------------------------------------------------
+    def observe(self, states, actions, rewards, next_states, terminals, truncations=None, env_ids=None, **extras):
+        """Takes one step of a batch of environments (role "local"): actor row dict -> builder -> learner.
+
+        Args:
+            states, actions, rewards, next_states, terminals, truncations: The step (``next_states`` is
+                ``env.final_obs``, so that truncated episodes bootstrap from their final observation).
+            env_ids: The environments' ids (default: the row positions 0..N-1).
+            **extras: What ``get_actions(..., return_extras=True)`` returned for this step.
+        """
+        actor, learner = self._role("actor", "observe"), self._role("learner", "observe")
+        terminals = np.asarray(terminals, bool)
+        truncations = np.zeros_like(terminals) if truncations is None else np.asarray(truncations, bool)
+        step = actor.make_step(states, actions, rewards, next_states, terminals, truncations, extras)
+        ids = np.arange(len(terminals)) if env_ids is None else np.asarray(env_ids)
+        items = self.builder.add(ids, step)
+        learner.observe_env_steps(len(terminals))
+        if items is not None:
+            learner.add_items(actor.process_items(items))
 
     def ready_to_update(self):
         """Whether ``update()`` should be called now (enough new data per the update schedule)."""
-        return False
+        return self._role("learner", "ready_to_update").ready_to_update()
 
     def update(self, batch=None):
-        """One learning step, from the agent's own data or from ``batch``; returns a dict of named results."""
-        raise NotImplementedError
+        """One learning step, from the learner's own data or from ``batch``; returns a dict of named results."""
+        results = self._role("learner", "update").update(batch)
+        if self.actor is not None:  # Local: the actor shares the learner's executor, so its weights are these.
+            self.actor.weights_version = self.learner.weights_version
+        return results
 
     def reset(self):
-        """Drops partial per-environment buffers (e.g. after the environments were reset)."""
+        """Drops partial trajectories (e.g. after the environments were reset)."""
+        if self.builder is not None:
+            self.builder.reset()
+
+    # --- counters ----------------------------------------------------------------------------------------
+    @property
+    def timesteps(self):
+        """Environment steps: the learner's count where there is one, else the actor's."""
+        return (self.learner or self.actor).timesteps
+
+    @property
+    def updates(self):
+        """The learner's optimizer updates (0 for an actor)."""
+        return self.learner.updates if self.learner is not None else 0
+
+    @property
+    def weights_version(self):
+        """The version of the weights: the learner's update count, or the version an actor was last given."""
+        return self.learner.weights_version if self.learner is not None else self.actor.weights_version
 
     # --- weights and models --------------------------------------------------------------------------------
     def get_weights(self):
-        """The trainable weights: an ordered dict full variable name -> numpy array."""
+        """The trainable weights: an ordered dict full variable name -> numpy array (see ``weights_version``)."""
         return self.executor.get_weights()
 
-    def set_weights(self, weights):
-        """Sets weights as ``get_weights`` returns them (all names and shapes checked first)."""
+    def set_weights(self, weights, version=None):
+        """Sets weights as ``get_weights`` returns them (all names and shapes checked first).
+
+        Args:
+            weights: The weights dict.
+            version: The learner version these weights have (an actor stamps it on what it acts; a learner
+                continues counting from it). None leaves the version as it is.
+        """
         self.executor.set_weights(weights)
+        if version is not None:
+            version = int(version)
+            if self.actor is not None:
+                self.actor.weights_version = version
+            if self.learner is not None:
+                self.learner.updates = version
 
     def config_hash(self):
         """A hash of the agent's config and spaces: checkpoints of another config are refused."""
@@ -165,18 +260,18 @@ class Agent(Specifiable):
         if meta.get("config_hash") != self.config_hash():
             raise RLGraphError(f"Model in '{path}' was stored by an agent with another config (or other spaces).")
         self.executor.load_model(path)
-        self.timesteps, self.updates = int(meta.get("timesteps", 0)), int(meta.get("updates", 0))
-        self.on_load()
-
-    def on_load(self):
-        """Called after ``load_model``: re-align schedules and counters with the restored timesteps."""
+        timesteps, updates = int(meta.get("timesteps", 0)), int(meta.get("updates", 0))
+        for role in (self.actor, self.learner):
+            if role is not None:
+                role.restore_counters(timesteps, updates)
+        self.reset()
 
     def terminate(self):
         self.executor.terminate()
 
     def __repr__(self):
-        return f"{type(self).__name__}(backend={self.backend}, state_space={self.state_space!r}, " \
-               f"action_space={self.action_space!r})"
+        return f"{type(self).__name__}(role={self.role}, backend={self.backend}, " \
+               f"state_space={self.state_space!r}, action_space={self.action_space!r})"
 
 
 def _to_space(space, where):
@@ -192,3 +287,26 @@ def batch_size_of(states):
     while isinstance(states, (dict, tuple, list)):
         states = next(iter(states.values())) if isinstance(states, dict) else states[0]
     return int(np.shape(states)[0])
+
+
+def check_positive_int(owner, key, value, minimum=1):
+    """``value`` if it is an int >= ``minimum``, else an RLGraphSpecError naming ``owner.key``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        what = "a positive int" if minimum == 1 else f"an int >= {minimum}"
+        raise RLGraphSpecError(f"{owner}.{key}: expected {what}, got {value!r}.")
+    return value
+
+
+def check_update_spec(owner, spec, defaults):
+    """The ``update_spec`` of a replay agent: ``defaults`` updated by ``spec``, every key known and an int >= 1
+    (``steps_before_update`` >= 0)."""
+    if spec is not None and not isinstance(spec, dict):
+        raise RLGraphSpecError(f"{owner}.update_spec: expected a dict, got {spec!r}.")
+    unknown = set(spec or {}) - set(defaults)
+    if unknown:
+        raise RLGraphSpecError(f"{owner}.update_spec: unknown key(s) {sorted(unknown)}; accepted: "
+                               f"{', '.join(defaults)}.")
+    out = dict(defaults, **(spec or {}))
+    for key, value in out.items():
+        check_positive_int(owner, f"update_spec.{key}", value, 0 if key == "steps_before_update" else 1)
+    return out

@@ -34,5 +34,5 @@ class APPOAgent(IMPALAAgent):
         if max_policy_lag is not None and (isinstance(max_policy_lag, bool) or not isinstance(max_policy_lag, int)
                                            or max_policy_lag < 0):
             raise RLGraphSpecError(f"{name}.max_policy_lag: expected an int >= 0 or None, got {max_policy_lag!r}.")
-        super().__init__(state_space, action_space, **kwargs)
         self.num_epochs, self.num_minibatches, self.max_policy_lag = num_epochs, num_minibatches, max_policy_lag
+        super().__init__(state_space, action_space, **kwargs)

@@ -6,8 +6,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from rlgraph.utils.decorators import GraphFunction, graph_fn, rlgraph_api
-from rlgraph.utils.errors import RLGraphAPIError, RLGraphBuildError, RLGraphError
+from rlgraph.utils.decorators import GraphFunction, graph_fn, inherit_graph_fn_impls, rlgraph_api
+from rlgraph.utils.errors import RLGraphAPIError, RLGraphBuildError, RLGraphError, RLGraphRuntimeError
 from rlgraph.utils.initializers import initial_value, variable_rng
 from rlgraph.utils.specifiable import Specifiable
 
@@ -62,12 +62,19 @@ class Component(Specifiable):
         self.variable_complete = False
         self.built = False
         # True while the build runs graph functions on sample values (twice, with different batch sizes;
-        # effects are undone afterwards); run-time checks that only make sense on real data may skip then.
+        # effects are undone afterwards). Run-time checks go through ``check_at_run_time``, which skips them
+        # then; read the flag directly only to behave differently during those runs (e.g. leave a numpy
+        # storage alone).
         self.in_build_run = False
         self.variable_registry = OrderedDict()
         self.weight_names = set()
         self.seed = 0
         self.add_components(*sub_components)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # A graph function overridden for one backend only keeps the inherited implementations of the others.
+        inherit_graph_fn_impls(cls)
 
     @classmethod
     def _collect_api(cls):
@@ -243,6 +250,46 @@ class Component(Specifiable):
 
     def set_state(self, state):
         """Restores what ``get_state`` returned."""
+
+    # --- run-time checks ------------------------------------------------------------------------------------
+    def check_at_run_time(self, condition, message, error=RLGraphRuntimeError):
+        """Raises ``error(message)`` unless ``condition`` holds; skipped during the build's sample runs.
+
+        The one home for checks in graph functions that only make sense on real data: "asked for more records
+        than the memory holds", "sequences shorter than the burn-in", "the keys of two variable dicts differ"
+        (while the build still creates sub-components' variables). The build runs every graph function on
+        sample values (``in_build_run``), where such a check would fail for no fault of the caller's.
+
+        The condition is a Python value, so it is evaluated when the graph function's Python code runs: on
+        PyTorch at every call, on TensorFlow when the function is traced (a check on static information:
+        shapes, dict keys, Python arguments). Checks on tensor values inside a TensorFlow graph are
+        ``tf.debugging.assert_*`` ops instead; the build's symbolic trace never executes them.
+
+        Args:
+            condition: What must hold: a bool (or anything with a truth value, e.g. a 0-d torch tensor), or a
+                callable without arguments returning one, called only outside the build's runs (for a check
+                that costs something or that the build's sample values would break).
+            message: The error message, or a callable without arguments returning it (called only when the
+                check fails, so that formatting costs nothing on success). Name the component, API method
+                and argument, what was expected and what was received.
+            error: The ``RLGraphError`` subclass to raise: ``RLGraphRuntimeError`` (default) for run-time
+                failures, ``RLGraphSpaceError`` for arguments that do not fit.
+
+        Raises:
+            error: If the check fails outside the build's sample runs.
+        """
+        if self.in_build_run:
+            return
+        if callable(condition):
+            condition = condition()
+        try:
+            ok = bool(condition)
+        except TypeError as e:  # A symbolic TF tensor (tf.errors.OperatorNotAllowedInGraphError is a TypeError).
+            raise RLGraphError(f"'{self.global_scope}': check_at_run_time() takes a Python condition, got "
+                               f"{condition!r} ({type(e).__name__}: {e}). Check tensor values inside a TensorFlow "
+                               f"graph function with tf.debugging.assert_* ops.") from None
+        if not ok:
+            raise error(message() if callable(message) else message)
 
     # --- copies ---------------------------------------------------------------------------------------------
     def copy(self, scope=None, device=None, trainable=None):

@@ -33,12 +33,14 @@ class GraphExecutor(Specifiable):
         device: Default device of the root (components inherit it), e.g. "cpu" or "gpu:0".
         validate_inputs: Check every argument against its space before the backend sees it.
         build: Build right away (else call ``build()``).
+        api_methods: The root API methods to build and serve (default: all). Components that only the
+            others use are left out and get no variables (e.g. an actor-only build of an algorithm).
     """
 
     backend_name = None
 
     def __init__(self, root_component, input_spaces=None, action_space=None, seed=None, device=None,
-                 validate_inputs=True, build=True):
+                 validate_inputs=True, build=True, api_methods=None):
         if not isinstance(root_component, Component):
             raise RLGraphError(f"root_component must be a Component, got {root_component!r}.")
         self.root = root_component
@@ -48,6 +50,7 @@ class GraphExecutor(Specifiable):
         self.seed = 0 if seed is None else int(seed)
         self.device = device
         self.validate_inputs = validate_inputs
+        self.api_method_names = None if api_methods is None else list(api_methods)
         self.meta_graph = None
         self.build_seconds = None
         self._calls = {}
@@ -72,10 +75,12 @@ class GraphExecutor(Specifiable):
         start = time.perf_counter()
         self.backend.set_seed(self.seed)
         builder = GraphBuilder(self.backend, seed=self.seed, action_space=self.action_space)
-        self.meta_graph = builder.build(self.root, self.input_spaces)
+        self.meta_graph = builder.build(self.root, self.input_spaces, self.api_method_names)
         self.input_spaces = {k: v for k, v in builder_input_spaces(self.meta_graph).items()}
         self._calls = {}
         for name, info in self.root.api_methods.items():
+            if name not in self.meta_graph.api:
+                continue
             params = [p.name for p in info.params]
             dynamic = [p for p in params if p in self.input_spaces]
             checkers = {p: make_input_checker(self.input_spaces[p], name, p, self.root.global_scope)
@@ -102,6 +107,9 @@ class GraphExecutor(Specifiable):
         try:
             call = self._calls[api_method]
         except KeyError:
+            if api_method in self.root.api_methods and self._calls:
+                raise RLGraphAPIError(f"API method '{api_method}' of '{self.root.global_scope}' was left out of this "
+                                      f"build (built: {', '.join(self._calls)}).") from None
             raise RLGraphAPIError(f"'{self.root.global_scope}' has no API method '{api_method}'; available: "
                                   f"{', '.join(self._calls) or 'none (not built)'}.") from None
         return call(*args, **kwargs)

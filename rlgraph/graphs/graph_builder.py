@@ -8,7 +8,7 @@ import numpy as np
 import optree
 
 from rlgraph.graphs.meta_graph import APICall, GraphFnCall
-from rlgraph.graphs.meta_graph_builder import MetaGraphBuilder
+from rlgraph.graphs.meta_graph_builder import MetaGraphBuilder, select_api_methods
 from rlgraph.graphs.records import Record, flatten_records
 from rlgraph.spaces import BoolBox, ContainerSpace, Dict, FloatBox, IntBox, Space, TextBox, Tuple
 from rlgraph.utils.errors import (RLGraphBackendError, RLGraphBuildError, RLGraphError, RLGraphInputIncompleteError,
@@ -64,14 +64,22 @@ class GraphBuilder:
         self._rng = np.random.default_rng(seed)
 
     # --- public -----------------------------------------------------------------------------------------
-    def build(self, root, input_spaces):
-        """Assembles and builds ``root``; returns its ``MetaGraph`` with every record's space filled in."""
+    def build(self, root, input_spaces, api_methods=None):
+        """Assembles and builds ``root``; returns its ``MetaGraph`` with every record's space filled in.
+
+        ``api_methods`` names the root API methods to build (default: all); input spaces of arguments that
+        only the others take are ignored.
+        """
         input_spaces = {k: normalize_input_space(v, f"input_spaces['{k}']") for k, v in (input_spaces or {}).items()}
         unknown = [k for k in input_spaces if not any(k in info.arg_names for info in root.api_methods.values())]
         if unknown:
             raise RLGraphBuildError(f"input_spaces has {unknown} but no API method of '{root.global_scope}' takes "
                                     f"such an argument (API methods: {', '.join(root.api_methods)}).")
-        self.meta_graph = meta = MetaGraphBuilder().assemble(root, input_spaces)
+        if api_methods is not None:
+            selected = select_api_methods(root, api_methods)
+            input_spaces = {k: v for k, v in input_spaces.items()
+                            if any(k in info.arg_names for info in selected.values())}
+        self.meta_graph = meta = MetaGraphBuilder().assemble(root, input_spaces, api_methods)
         for node in meta.graph_fn_calls:
             try:
                 node.fn.impl_for(self.backend.name)

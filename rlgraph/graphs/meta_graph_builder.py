@@ -16,13 +16,16 @@ class MetaGraphBuilder:
         self.meta_graph = None
         self._stack = []
 
-    def assemble(self, root, input_spaces):
+    def assemble(self, root, input_spaces, api_methods=None):
         """Assembles the meta graph of ``root``.
 
         Args:
             root: The root component (it must have no parent).
             input_spaces: Maps root API argument names to spaces; arguments with a default value and no
                 space are passed their default.
+            api_methods: Names of the root API methods to assemble (default: all). Sub-components that only
+                the others call stay out of the graph and get no variables (e.g. an actor-only build of an
+                algorithm leaves out its memory, optimizer and target network).
 
         Returns:
             The ``MetaGraph``.
@@ -30,8 +33,9 @@ class MetaGraphBuilder:
         if root.parent is not None:
             raise RLGraphBuildError(f"'{root.global_scope}' has a parent; build the root of the tree instead.")
         self.meta_graph = MetaGraph(root)
+        selected = select_api_methods(root, api_methods)
         with assembling(self):
-            for name, info in root.api_methods.items():
+            for name, info in selected.items():
                 if info.var_positional or info.var_keyword:
                     raise RLGraphBuildError(f"Root API method '{name}' of '{root.global_scope}' takes *args or "
                                             f"**kwargs; a root API method needs named arguments.")
@@ -103,3 +107,14 @@ class MetaGraphBuilder:
         if not node.outputs:
             return None
         return node.outputs[0] if len(node.outputs) == 1 else tuple(node.outputs)
+
+
+def select_api_methods(root, api_methods=None):
+    """The root's API methods named in ``api_methods`` (all if None), in definition order; unknown names raise."""
+    if api_methods is None:
+        return dict(root.api_methods)
+    unknown = [n for n in api_methods if n not in root.api_methods]
+    if unknown:
+        raise RLGraphAPIError(f"'{root.global_scope}' has no API method(s) {unknown}; available: "
+                              f"{', '.join(root.api_methods)}.")
+    return {n: info for n, info in root.api_methods.items() if n in set(api_methods)}

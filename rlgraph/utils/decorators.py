@@ -162,7 +162,9 @@ def graph_fn(fn=None, *, backend=None, returns=None, split_ops=False, add_auto_k
     """Marks a component method as a graph function.
 
     Write one backend-free implementation with ``@graph_fn``, or one per backend with
-    ``@graph_fn(backend="tf")`` and ``@graph_fn(backend="pytorch")`` under the same method name.
+    ``@graph_fn(backend="tf")`` and ``@graph_fn(backend="pytorch")`` under the same method name. A subclass
+    that overrides one backend's implementation only keeps the one it inherits for the other backend (see
+    ``inherit_graph_fn_impls``).
 
     Args:
         fn: The method.
@@ -194,6 +196,80 @@ def graph_fn(fn=None, *, backend=None, returns=None, split_ops=False, add_auto_k
                            requires_variable_completeness=requires_variable_completeness)
     gf.add_impl(backend, fn)
     return gf
+
+
+#: Decorator options that must agree between a graph function and the one whose implementations it inherits.
+_INHERITED_OPTIONS = ("split_ops", "add_auto_key_as_first_param", "requires_variable_completeness")
+
+
+def inherit_graph_fn_impls(cls):
+    """Completes the graph functions of class ``cls`` with the backend implementations it inherits.
+
+    A subclass may override one backend's implementation of a graph function only (e.g.
+    ``@graph_fn(backend="tf") def _graph_fn_x``) and keep its parents' others: the class attribute found
+    first in the MRO gets, for each backend it does not implement, the implementation found first further
+    along the MRO (as Python's attribute lookup would, per backend). A backend-free implementation
+    (``@graph_fn`` without ``backend=``) serves every backend, so it replaces all inherited ones. A plain
+    (non-graph-function) attribute in between hides everything below it.
+
+    The completed graph function is a new ``GraphFunction`` set on ``cls`` (the parents' objects are not
+    changed). Called for every ``Component`` subclass at class creation.
+
+    Raises:
+        RLGraphAPIError: If an implementation would be inherited across different decorator options
+            (``split_ops``, ``add_auto_key_as_first_param``, ``requires_variable_completeness``, or two
+            different declared ``returns``), where the inherited implementation would be called wrongly. The
+            message names the class, the graph function and the backend(s) to define.
+    """
+    from rlgraph.utils.backend import BACKENDS
+    names = {name for klass in cls.__mro__ for name, attr in vars(klass).items() if isinstance(attr, GraphFunction)}
+    for name in names:
+        chain = []
+        for klass in cls.__mro__:
+            if name in vars(klass):
+                attr = vars(klass)[name]
+                if not isinstance(attr, GraphFunction):
+                    break
+                chain.append((klass, attr))
+        if len(chain) < 2:
+            continue
+        _, own = chain[0]
+        if None in own.impls or all(b in own.impls for b in BACKENDS):
+            continue  # Serves every backend itself.
+        inherited = {}  # backend -> (class, GraphFunction) it comes from
+        for klass, gf in chain[1:]:
+            for backend in gf.impls:
+                if backend not in own.impls and backend not in inherited:
+                    inherited[backend] = (klass, gf)
+            if None in gf.impls:
+                break  # Nothing below is reachable: this one serves all remaining backends.
+        if not inherited:
+            continue
+        returns = own.returns
+        for backend, (klass, gf) in inherited.items():
+            what = "a backend-free implementation" if backend is None else f"backend '{backend}'"
+            diffs = [f"{opt}={getattr(own, opt)!r} vs {getattr(gf, opt)!r}" for opt in _INHERITED_OPTIONS
+                     if getattr(own, opt) != getattr(gf, opt)]
+            if own.returns is not None and gf.returns is not None and own.returns != gf.returns:
+                diffs.append(f"returns={own.returns!r} vs {gf.returns!r}")
+            if diffs:
+                missing = ", ".join(sorted(str(b) for b in inherited if b is not None)) or "all backends"
+                raise RLGraphAPIError(
+                    f"Class '{cls.__qualname__}': graph function '{name}' overrides backend(s) "
+                    f"{sorted(str(b) for b in own.impls)} only and would inherit {what} from "
+                    f"'{klass.__qualname__}', but their @graph_fn options differ ({'; '.join(diffs)}). Define "
+                    f"'{name}' for the missing backend(s) ({missing}) in '{cls.__qualname__}' as well, or use the "
+                    f"same options.")
+            if returns is None:
+                returns = gf.returns
+        merged = GraphFunction(name, returns=returns, split_ops=own.split_ops,
+                               add_auto_key_as_first_param=own.add_auto_key_as_first_param,
+                               requires_variable_completeness=own.requires_variable_completeness)
+        for backend, fn in own.impls.items():
+            merged.add_impl(backend, fn)
+        for backend, (_, gf) in inherited.items():
+            merged.add_impl(backend, gf.impls[backend])
+        setattr(cls, name, merged)
 
 
 def count_return_values(fn):

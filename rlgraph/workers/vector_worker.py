@@ -1,8 +1,6 @@
 """Runs one agent against a vector of environments in one process."""
 import logging
 
-import numpy as np
-
 from rlgraph.utils.errors import RLGraphError
 
 logger = logging.getLogger(__name__)
@@ -42,37 +40,22 @@ class VectorWorker:
         agent, env = self.agent, self.env
         results = []
         steps = 0
-        n = None
         while steps < num_env_steps:
             actions, extras = agent.get_actions(self.obs, explore=True, internal_states=self.internal_states,
                                                 return_extras=True)
             next_obs, rewards, terminals, truncations = env.step(actions)
             agent.observe(self.obs, actions, rewards, env.final_obs, terminals, truncations, **extras)
-            if "internal_states" in extras:
-                self.internal_states = self._reset_states(extras["internal_states"], terminals | truncations)
+            self.internal_states = agent.next_internal_states(extras, rewards, terminals | truncations)
             self.obs = next_obs
-            n = len(rewards) if n is None else n
-            steps += n
+            steps += len(rewards)
             if self.learn:
                 while agent.ready_to_update():
                     results.append(agent.update())
         self.env_steps += steps
         return dict(env_steps=steps, episodes=env.pop_finished_episodes(), results=results)
 
-    @staticmethod
-    def _reset_states(states, done):
-        if not np.any(done):
-            return states
-        keep = ~done
-
-        def zero(x):
-            x = np.array(x, copy=True)
-            x[done] = 0
-            return x
-        return tuple(zero(s) for s in states) if isinstance(states, tuple) else zero(states) if keep.size else states
-
     def evaluate(self, env, num_episodes):
-        """Mean return of the greedy policy over ``num_episodes`` episodes of the vector env ``env``."""
+        """Returns of the greedy policy over ``num_episodes`` episodes of the vector env ``env``."""
         returns = []
         obs = env.reset()
         states = None
@@ -80,11 +63,9 @@ class VectorWorker:
         limit = num_episodes * 100000
         steps = 0
         while len(returns) < num_episodes:
-            actions = self.agent.get_actions(obs, explore=False, internal_states=states, return_extras=True)
-            actions, extras = actions
-            obs, _, terminals, truncations = env.step(actions)
-            if "internal_states" in extras:
-                states = self._reset_states(extras["internal_states"], terminals | truncations)
+            actions, extras = self.agent.get_actions(obs, explore=False, internal_states=states, return_extras=True)
+            obs, rewards, terminals, truncations = env.step(actions)
+            states = self.agent.next_internal_states(extras, rewards, terminals | truncations)
             returns.extend(r for r, _ in env.pop_finished_episodes())
             steps += 1
             if steps > limit:

@@ -11,8 +11,10 @@ class ApexAlgorithmComponent(DQNAlgorithmComponent):
     transitions they send, so that fresh data is not all inserted at the maximum priority.
 
     API (besides ``DQNAlgorithmComponent``'s):
-        insert_records_with_td_priorities(records): Computes |TD error| + epsilon of the (n-step) transitions
-            with the current networks and inserts them with these priorities; returns the priorities.
+        get_actor_priorities(records): |TD error| + epsilon of (n-step) transitions as an actor computes them:
+            with the online network only (it bootstraps from ``max_a Q(s', a)``; actors hold no target
+            network), so an actor-only build needs neither memory, target network nor optimizer.
+        insert_records_with_priorities(records, priorities): Into the prioritized memory with these priorities.
     """
 
     default_scope = "apex"
@@ -24,7 +26,15 @@ class ApexAlgorithmComponent(DQNAlgorithmComponent):
                                    f"{type(self.memory).__name__}.")
 
     @rlgraph_api
-    def insert_records_with_td_priorities(self, records):
-        priorities = self._graph_fn_priorities(self.get_td_errors(records))
-        self.memory.insert_records_with_priorities(records, priorities)
-        return priorities
+    def get_actor_priorities(self, records):
+        states = self.preprocessor.preprocess(records["states"])
+        next_states = self.preprocessor.preprocess(records["next_states"])
+        q_s = self.policy.get_adapter_outputs(states)["adapter_outputs"]
+        q_sp = self.policy.get_adapter_outputs(next_states)["adapter_outputs"]
+        _, td_errors = self.loss_function.loss(q_s, records["actions"], records["rewards"], records["terminals"],
+                                               q_sp, q_sp, self._graph_fn_ones_like(records["rewards"]))
+        return self._graph_fn_priorities(td_errors)
+
+    @rlgraph_api
+    def insert_records_with_priorities(self, records, priorities):
+        return self.memory.insert_records_with_priorities(records, priorities)

@@ -14,8 +14,8 @@ from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 from rlgraph.utils.errors import RLGraphSpecError
 
-#: Record keys of the memory that the component sets itself.
-STATE_KEY, END_KEY = "internal_states", "sequence_ends"
+#: The record key of the initial recurrent state of a stored sequence (the memory's ``state_key``).
+STATE_KEY = "internal_states"
 
 
 class R2D2AlgorithmComponent(Component):
@@ -54,8 +54,8 @@ class R2D2AlgorithmComponent(Component):
             (Ape-X/R2D2 actors).
         get_greedy_actions(states, internal_states): ``(argmax_a Q, next internal states)``.
         get_q_values(states, internal_states): ``(Q [B, T, A], next internal states)``.
-        insert_records(records): Per-step records into the ``SequenceReplay`` (see ``R2D2Agent``: every
-            sequence arrives pre-cut, its last valid step flagged in ``sequence_ends``).
+        insert_records(records): Whole sequences into the ``SequenceReplay``: per-step keys ``[B, L, ...]``,
+            ``mask`` ``[B, L]`` and the initial recurrent state (cut by ``rlgraph.trajectories.SequenceBuilder``).
         get_sequences(batch_size): ``(sequences, initial_states, indices, importance_weights)`` from the memory;
             sequences ``[B, L, ...]`` with the keys of the records plus ``mask``.
         get_memory_size(): The number of sequences held.
@@ -107,12 +107,12 @@ class R2D2AlgorithmComponent(Component):
         if not isinstance(memory_spec, dict):
             raise RLGraphSpecError(f"R2D2AlgorithmComponent.memory_spec: expected a dict spec of a SequenceReplay, "
                                    f"got {memory_spec!r}.")
-        for key in ("state_key", "terminal_key"):
+        for key in ("state_key", "mask_key"):
             if key in memory_spec:
                 raise RLGraphSpecError(f"R2D2AlgorithmComponent.memory_spec: '{key}' is set by the component; "
                                        f"leave it out.")
-        self.memory = Memory.from_spec(dict({"type": "sequence-replay"}, **memory_spec, state_key=STATE_KEY,
-                                            terminal_key=END_KEY), _path="memory_spec")
+        self.memory = Memory.from_spec(dict({"type": "sequence-replay"}, **memory_spec, state_key=STATE_KEY),
+                                       _path="memory_spec")
         if not isinstance(self.memory, SequenceReplay):
             raise RLGraphSpecError(f"R2D2AlgorithmComponent.memory_spec: R2D2 needs a SequenceReplay, got a "
                                    f"{type(self.memory).__name__}.")

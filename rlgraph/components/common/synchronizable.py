@@ -4,7 +4,7 @@ import types
 from rlgraph.components.component import Component
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
-from rlgraph.utils.errors import RLGraphAPIError, RLGraphError, RLGraphRuntimeError, RLGraphSpaceError
+from rlgraph.utils.errors import RLGraphAPIError, RLGraphError, RLGraphSpaceError
 
 
 def _forwarding_api(name, info):
@@ -84,13 +84,12 @@ class Synchronizable(Component):
         During the build the variable dicts may still be partial (sub-components create their variables in
         the order their inputs become known), so only keys present in both are paired then.
         """
-        if not self.in_build_run:
-            missing, extra = sorted(set(target) - set(source)), sorted(set(source) - set(target))
-            if missing or extra:
-                raise RLGraphSpaceError(
-                    f"Synchronizable '{self.global_scope}', API method 'sync', argument 'source_variables': keys "
-                    f"must equal those of the wrapped component's variables(); missing: {missing}, unexpected: "
-                    f"{extra}.")
+        self.check_at_run_time(
+            lambda: set(target) == set(source),
+            lambda: f"Synchronizable '{self.global_scope}', API method 'sync', argument 'source_variables': keys "
+                    f"must equal those of the wrapped component's variables(); missing: "
+                    f"{sorted(set(target) - set(source))}, unexpected: {sorted(set(source) - set(target))}.",
+            RLGraphSpaceError)
         pairs = []
         for key, var in target.items():
             if key not in source:
@@ -126,9 +125,8 @@ class Synchronizable(Component):
     @graph_fn(backend="pytorch")
     def _graph_fn_sync(self, source_variables, own_variables, tau):
         constant = float(tau)
-        if not self.in_build_run and not 0.0 < constant <= 1.0:
-            raise RLGraphRuntimeError(f"Synchronizable {self.global_scope}, API method sync: tau must lie in (0, 1], "
-                                      f"got {constant!r}.")
+        self.check_at_run_time(0.0 < constant <= 1.0, lambda: f"Synchronizable {self.global_scope}, API method sync: "
+                                                             f"tau must lie in (0, 1], got {constant!r}.")
         pairs = self._pairs(source_variables, own_variables)
         with torch.no_grad():
             for source, var in pairs:

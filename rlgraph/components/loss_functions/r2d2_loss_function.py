@@ -5,7 +5,6 @@ from rlgraph.components.helpers.value_function_rescaling import ValueFunctionRes
 from rlgraph.components.loss_functions.loss_function import LossFunction
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
-from rlgraph.utils.errors import RLGraphRuntimeError
 
 
 class R2D2LossFunction(LossFunction):
@@ -137,9 +136,9 @@ class R2D2LossFunction(LossFunction):
     def _graph_fn_sequence_losses(self, q_taken, targets):
         time_axis = 0 if self.time_major else 1
         length = q_taken.shape[time_axis]
-        if length <= self.burn_in + self.n_step and not self.in_build_run:
-            raise RLGraphRuntimeError(f"R2D2LossFunction: sequences must be longer than burn_in + n_step = "
-                                      f"{self.burn_in + self.n_step}, got length {length}.")
+        self.check_at_run_time(length > self.burn_in + self.n_step,
+                               lambda: f"R2D2LossFunction: sequences must be longer than burn_in + n_step = "
+                                       f"{self.burn_in + self.n_step}, got length {length}.")
         steps = torch.arange(length, device=q_taken.device)
         mask = ((steps >= self.burn_in) & (steps < length - self.n_step)).to(q_taken.dtype)
         mask = mask[:, None] if self.time_major else mask[None, :]

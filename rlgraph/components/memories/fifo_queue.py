@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from rlgraph.components.memories.numpy_memory import NumpyMemory, flat_specs, numpy_to_torch, torch_to_numpy
+from rlgraph.components.memories.numpy_memory import NumpyMemory, flat_specs, numpy_to_torch
 from rlgraph.utils.backend import tf
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
@@ -267,12 +267,7 @@ class FIFOQueue(NumpyMemory):
                            lambda *arrays: f"waiting for room for {_batch_size(arrays)} records",
                            [flat[k] for k in self._keys], [], "insert_records")
 
-    @graph_fn(backend="pytorch")
-    def _graph_fn_insert_records(self, records):
-        if not self.in_build_run:
-            flat = self.record_space.flatten_value(records)
-            self.torch_numpy_call(self._insert_numpy, {k: torch_to_numpy(v) for k, v in flat.items()},
-                                  api_method="insert_records")
+    # PyTorch's _graph_fn_insert_records is NumpyMemory's.
 
     @graph_fn(backend="tf")
     def _graph_fn_get_records(self, num_records):
@@ -287,10 +282,8 @@ class FIFOQueue(NumpyMemory):
     @graph_fn(backend="pytorch")
     def _graph_fn_get_records(self, num_records):
         n = int(num_records)
-        if self.in_build_run:
-            outputs = self.zero_outputs(self._get_specs, n)
-        else:
-            outputs = self.torch_numpy_call(self._get_numpy, n, api_method="get_records")
+        outputs = self.torch_numpy_call(self._get_numpy, n, api_method="get_records", out_specs=self._get_specs,
+                                        num_records=n)
         return self.record_space.unflatten({k: numpy_to_torch(o) for k, o in zip(self._keys, outputs)})
 
 

@@ -25,8 +25,9 @@ class NumpyMemory(Memory):
       taken from the record space. A failure on the numpy side travels out as a string output and is raised by
       ``tf.debugging.Assert``, which the TF executor turns into ``RLGraphRuntimeError`` carrying the message.
     - The PyTorch build runs every graph function on sample values. During those runs (``in_build_run``)
-      the storage is left alone: inserts and updates do nothing, reads return zero records of the right
-      structure. ``get_state``/``set_state`` save and restore the numpy state all the same.
+      the storage is left alone: ``torch_numpy_call`` does not call the numpy side, so inserts and updates do
+      nothing and reads return zero records of the right structure. ``get_state``/``set_state`` save and
+      restore the numpy state all the same.
 
     All access to the storage holds ``self.lock``, so actors may insert from threads while a learner reads.
     The numpy side must not block on TF (a waiting ``numpy_function`` holds an inter-op thread); see
@@ -102,8 +103,6 @@ class NumpyMemory(Memory):
 
     @graph_fn(backend="pytorch")
     def _graph_fn_insert_records(self, records):
-        if self.in_build_run:
-            return
         flat = self.record_space.flatten_value(records)
         self.torch_numpy_call(self._insert_numpy, {k: torch_to_numpy(v) for k, v in flat.items()},
                               api_method="insert_records")
@@ -152,8 +151,22 @@ class NumpyMemory(Memory):
         with tf.control_dependencies([check]):
             return [tf.ensure_shape(tf.identity(o), shape) for o, (_, shape) in zip(outs, specs)]
 
-    def torch_numpy_call(self, fn, *args, api_method):
-        """Calls the numpy side from a PyTorch graph fn; its ``RLGraphError`` becomes ``RLGraphRuntimeError``."""
+    def torch_numpy_call(self, fn, *args, api_method, out_specs=None, num_records=0):
+        """Calls the numpy side from a PyTorch graph fn; its ``RLGraphError`` becomes ``RLGraphRuntimeError``.
+
+        During the build's sample runs (``in_build_run``) ``fn`` is not called, so that the storage is left
+        alone (and a read never waits for records, nor fails for want of them): the result is then zero
+        outputs of ``out_specs`` with ``num_records`` rows (see ``zero_outputs``), or None without ``out_specs``.
+
+        Args:
+            fn: The numpy-side function.
+            *args: Its arguments (numpy values).
+            api_method: Named in error messages.
+            out_specs: ``(numpy dtype, shape)`` per output of ``fn`` (as for ``tf_numpy_call``), for a read.
+            num_records: The number of rows of the build runs' zero outputs.
+        """
+        if self.in_build_run:
+            return None if out_specs is None else self.zero_outputs(out_specs, num_records)
         try:
             return fn(*args)
         except RLGraphError as e:

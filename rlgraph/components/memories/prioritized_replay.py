@@ -116,8 +116,6 @@ class PrioritizedReplay(NumpyMemory):
 
     @graph_fn(backend="pytorch")
     def _graph_fn_insert_records_with_priorities(self, records, priorities):
-        if self.in_build_run:
-            return
         flat = self.record_space.flatten_value(records)
         self.torch_numpy_call(self._insert_with_priorities_numpy, {k: torch_to_numpy(v) for k, v in flat.items()},
                               torch_to_numpy(priorities), api_method="insert_records_with_priorities")
@@ -137,10 +135,8 @@ class PrioritizedReplay(NumpyMemory):
     @graph_fn(backend="pytorch", returns=3)
     def _graph_fn_get_records(self, num_records):
         n = int(num_records)
-        if self.in_build_run:
-            outputs = self.zero_outputs(self._get_specs, n)
-        else:
-            outputs = self.torch_numpy_call(self._get_numpy, n, api_method="get_records")
+        outputs = self.torch_numpy_call(self._get_numpy, n, api_method="get_records", out_specs=self._get_specs,
+                                        num_records=n)
         return self._pack([numpy_to_torch(o) for o in outputs])
 
     @graph_fn(backend="tf")
@@ -149,6 +145,5 @@ class PrioritizedReplay(NumpyMemory):
 
     @graph_fn(backend="pytorch")
     def _graph_fn_update_records(self, indices, priorities):
-        if not self.in_build_run:
-            self.torch_numpy_call(self._update_numpy, torch_to_numpy(indices), torch_to_numpy(priorities),
-                                  api_method="update_records")
+        self.torch_numpy_call(self._update_numpy, torch_to_numpy(indices), torch_to_numpy(priorities),
+                              api_method="update_records")

@@ -2,7 +2,6 @@
 from rlgraph.components.memories.memory import Memory
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
-from rlgraph.utils.errors import RLGraphRuntimeError
 
 
 class ReplayMemory(Memory):
@@ -78,8 +77,7 @@ class ReplayMemory(Memory):
     @graph_fn(backend="pytorch")
     def _graph_fn_get_records(self, num_records):
         n, size = int(num_records), int(self.size)
-        if n > size and not self.in_build_run:
-            raise RLGraphRuntimeError(f"ReplayMemory: asked for {n} records, but the memory holds {size}.")
+        self.check_at_run_time(n <= size, lambda: f"ReplayMemory: asked for {n} records, but the memory holds {size}.")
         indices = torch.randint(0, max(size, 1), (n,))
         return self.record_space.unflatten({k: v[indices] for k, v in self.storage.items()})
 

@@ -217,8 +217,9 @@ class Optimizer(Component):
 
     def _check_keys(self, variables, gradients):
         keys = list(variables)
-        if not self.in_build_run and set(keys) != set(gradients):
-            raise RLGraphSpaceError(f"Optimizer '{self.global_scope}', API method 'apply_gradients': gradients "
-                                    f"must have the keys of variables; variables: {sorted(keys)}, gradients: "
-                                    f"{sorted(gradients)}.")
+        self.check_at_run_time(
+            lambda: set(keys) == set(gradients),
+            lambda: f"Optimizer '{self.global_scope}', API method 'apply_gradients': gradients must have the keys of "
+                    f"variables; variables: {sorted(keys)}, gradients: {sorted(gradients)}.",
+            RLGraphSpaceError)
         return [k for k in keys if k in gradients]

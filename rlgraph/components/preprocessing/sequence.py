@@ -3,7 +3,7 @@ from rlgraph.components.preprocessing.preprocessor import Preprocessor
 from rlgraph.spaces import BoxSpace
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn
-from rlgraph.utils.errors import RLGraphRuntimeError, RLGraphSpaceError, RLGraphSpecError
+from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError
 
 
 class Sequence(Preprocessor):
@@ -57,15 +57,15 @@ class Sequence(Preprocessor):
         self.index = self.get_variable("index", dtype="int64", trainable=False)
         self.filled = self.get_variable("filled", dtype="bool", trainable=False)
 
-    # The build runs graph functions on sample inputs of batch size 7, not ``batch_size``. Those runs return the
-    # stacked input without touching the state: on PyTorch while ``in_build_run``; on TensorFlow, whose build
-    # trace is symbolic (``in_build_run`` stays False) but would fail on the static batch-size mismatch, while
-    # the component is not ``built`` yet (the executor traces the real function after the build).
+    # The build runs graph functions on sample inputs of batch sizes 7 and 11, not ``batch_size``. Those runs
+    # (``in_build_run``) return the stacked input without touching the state, on both backends: PyTorch would
+    # fail on the batch-size check, TensorFlow's symbolic trace on the static batch-size mismatch of the
+    # buffer update (the executor traces the real function after the build).
 
     @graph_fn(backend="tf")
     def _graph_fn_preprocess(self, inputs):
         n = self.sequence_length
-        if not self.built:
+        if self.in_build_run:
             return self._stack_tf([inputs] * n)
         checks = []
         if self._batched:
@@ -96,9 +96,10 @@ class Sequence(Preprocessor):
         if self.in_build_run:
             frames = [inputs] * n
         else:
-            if self._batched and inputs.shape[0] != self.batch_size:
-                raise RLGraphRuntimeError(f"Sequence '{self.global_scope}': the batch size of the inputs must be "
-                                          f"{self.batch_size}, got {inputs.shape[0]}.")
+            if self._batched:
+                self.check_at_run_time(inputs.shape[0] == self.batch_size,
+                                       lambda: f"Sequence '{self.global_scope}': the batch size of the inputs must "
+                                               f"be {self.batch_size}, got {inputs.shape[0]}.")
             index = int(self.index)
             if bool(self.filled):
                 self.buffer[index] = inputs

@@ -1,0 +1,71 @@
+"""The acting role of an agent."""
+import numpy as np
+
+from rlgraph.agents.agent import batch_size_of
+
+
+class Actor:
+    """Acts for a batch of environments and turns each step into the rows its trajectory builder takes.
+
+    An actor holds no learning state: it acts with the weights it was given (``Agent.set_weights(weights,
+    version)``) and stamps that ``weights_version`` on every row, so that a learner anywhere can measure the
+    policy lag of what it learns from. Engines drive it like ``VectorWorker`` does::
+
+        actions, extras = actor.get_actions(obs, explore=True, internal_states=states)
+        next_obs, rewards, terminals, truncations = env.step(actions)
+        step = actor.make_step(obs, actions, rewards, env.final_obs, terminals, truncations, extras)
+        items = builder.add(env_ids, step)          # agent.make_trajectory_builder()
+        if items is not None: send(actor.process_items(items))
+        states = actor.next_internal_states(extras, rewards, terminals | truncations)
+
+    Args:
+        agent: The agent whose config and executor the actor uses.
+
+    Attributes:
+        weights_version: The learner version of the weights the actor acts with.
+        timesteps: Environment steps this actor has taken (drives its exploration schedule).
+    """
+
+    def __init__(self, agent):
+        self.agent = agent
+        self.executor = agent.executor
+        self.weights_version = 0
+        self.timesteps = 0
+
+    def get_actions(self, states, explore=True, internal_states=None):
+        """``(actions, extras)`` for a batch of states; extras hold per-row arrays incl. ``weights_version``."""
+        raise NotImplementedError
+
+    def initial_internal_states(self, num_envs):
+        """The internal states of ``num_envs`` new episodes (None for agents without internal states)."""
+        return None
+
+    def next_internal_states(self, extras, rewards, dones):
+        """The internal states for the next ``get_actions``: ``extras["internal_states"]`` (copied), zeroed in
+        the rows of environments whose episode ended. None if the actor keeps none."""
+        states = extras.get("internal_states")
+        if states is None:
+            return None
+        dones = np.asarray(dones, bool)
+        return tuple(_zero_rows(s, dones) for s in states)
+
+    def make_step(self, states, actions, rewards, next_states, terminals, truncations, extras):
+        """The row dict of one environment step for the trajectory builder (counts the steps)."""
+        raise NotImplementedError
+
+    def process_items(self, items):
+        """Completes the builder's items before they leave the actor (e.g. Ape-X's initial priorities)."""
+        return items
+
+    def restore_counters(self, timesteps, updates):
+        """Sets the counters after a model was loaded (a stored model's weights are the learner's ``updates``)."""
+        self.timesteps, self.weights_version = int(timesteps), int(updates)
+
+    def _versions(self, states):
+        return np.full(batch_size_of(states), self.weights_version, np.int64)
+
+
+def _zero_rows(x, rows):
+    x = np.array(x, copy=True)
+    x[rows] = 0
+    return x

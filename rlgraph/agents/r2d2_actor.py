@@ -1,0 +1,103 @@
+"""The acting role of R2D2."""
+import numpy as np
+import optree
+
+from rlgraph.agents.actor import Actor
+from rlgraph.agents.agent import batch_size_of
+from rlgraph.components.algorithms.r2d2_algorithm_component import STATE_KEY
+from rlgraph.components.explorations.exploration import apex_epsilon
+from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
+
+
+class R2D2Actor(Actor):
+    """Epsilon-greedy acting with an LSTM Q-network, one recurrent state per environment.
+
+    Extras of ``get_actions``: "internal_states" (the LSTM state after the step), "step_internal_states" (the
+    state acted from, stored with each step so that a sequence carries its initial state) and
+    "weights_version". ``make_step`` returns ``{"rows", "dones", "bootstrap_rows", "bootstrap_step"}`` for
+    ``R2D2SequenceBuilder``: the step rows, the episode ends, and for time-limit truncations the final
+    observation as an extra bootstrap row (with the LSTM state after the step).
+
+    Epsilons: fixed per environment row (Ape-X's ``0.4 ** (1 + 7 i / (N - 1))`` with ``actor_epsilons="apex"``,
+    or a list), set by engines with ``set_epsilons``, or the agent's schedule when ``actor_epsilons`` is None.
+    """
+
+    def __init__(self, agent):
+        super().__init__(agent)
+        self.epsilons = None
+        self._apex_epsilons = None
+
+    @property
+    def time_percentage(self):
+        return min(1.0, self.timesteps / self.agent.schedule_timesteps)
+
+    def set_epsilons(self, epsilons):
+        """Fixes one exploration epsilon per environment row; None returns to the configured behaviour."""
+        self.epsilons = None if epsilons is None else np.asarray(epsilons, np.float32)
+
+    def initial_internal_states(self, num_envs):
+        """Zero LSTM states ``(h, c)`` for ``num_envs`` environments."""
+        zeros = np.zeros((num_envs, self.agent.lstm_units), np.float32)
+        return zeros, zeros.copy()
+
+    def row_epsilons(self, num_envs):
+        """One epsilon per env row: ``set_epsilons``' values, else the configured ones (None: the schedule)."""
+        epsilons = self.epsilons
+        if epsilons is None:
+            spec = self.agent.actor_epsilons_spec
+            if spec is None:
+                return None
+            if isinstance(spec, dict):
+                if self._apex_epsilons is None or len(self._apex_epsilons) != num_envs:
+                    self._apex_epsilons = np.atleast_1d(np.asarray(
+                        apex_epsilon(np.arange(num_envs), num_envs, base=spec["base"], alpha=spec["alpha"]),
+                        np.float32))
+                return self._apex_epsilons
+            epsilons = spec
+        if len(epsilons) != num_envs:
+            raise RLGraphSpecError(f"{self.agent.name}: {len(epsilons)} actor epsilons for a batch of {num_envs} "
+                                   f"states.")
+        return epsilons
+
+    def get_actions(self, states, explore=True, internal_states=None):
+        num_envs = batch_size_of(states)
+        if internal_states is None:
+            internal_states = self.initial_internal_states(num_envs)
+        internal_states = tuple(internal_states)
+        sequences = optree.tree_map(lambda x: np.asarray(x)[:, None], states)  # [N, 1, ...]: one time step.
+        if not explore:
+            actions, next_states = self.executor.execute("get_greedy_actions", sequences, internal_states)
+        else:
+            epsilons = self.row_epsilons(num_envs)
+            if epsilons is not None:
+                actions, next_states = self.executor.execute("get_actions_with_epsilon", sequences, internal_states,
+                                                             epsilons)
+            else:
+                actions, next_states = self.executor.execute("get_actions", sequences, internal_states,
+                                                             self.time_percentage)
+        actions = actions[:, 0]
+        return actions, dict(internal_states=tuple(next_states), step_internal_states=internal_states,
+                             weights_version=self._versions(actions))
+
+    def make_step(self, states, actions, rewards, next_states, terminals, truncations, extras):
+        if "step_internal_states" not in extras or "internal_states" not in extras:
+            raise RLGraphError(f"{self.agent.name}: a step needs the extras 'internal_states' and "
+                               f"'step_internal_states' that get_actions(..., return_extras=True) returned; got "
+                               f"{sorted(extras)}.")
+        num_envs = len(terminals)
+        self.timesteps += num_envs
+        actions = np.asarray(actions)
+        rows = dict(states=states, actions=actions, rewards=np.asarray(rewards, np.float32), terminals=terminals,
+                    bootstrap=np.zeros(num_envs, bool), weights_version=extras["weights_version"])
+        rows[STATE_KEY] = tuple(extras["step_internal_states"])
+        truncated = np.flatnonzero(truncations & ~terminals)
+        bootstrap = None
+        if truncated.size:
+            # The final observation of a time-limit truncation, as an extra step to bootstrap from.
+            k = truncated.size
+            bootstrap = dict(states=optree.tree_map(lambda x: np.asarray(x)[truncated], next_states),
+                             actions=np.zeros(k, actions.dtype), rewards=np.zeros(k, np.float32),
+                             terminals=np.zeros(k, bool), bootstrap=np.ones(k, bool),
+                             weights_version=np.asarray(extras["weights_version"])[truncated])
+            bootstrap[STATE_KEY] = tuple(np.asarray(s)[truncated] for s in extras["internal_states"])
+        return dict(rows=rows, dones=terminals | truncations, bootstrap_rows=truncated, bootstrap_step=bootstrap)

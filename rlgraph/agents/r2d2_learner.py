@@ -1,0 +1,111 @@
+"""The learning role of R2D2."""
+import logging
+
+import numpy as np
+import optree
+
+from rlgraph.agents.agent import batch_size_of
+from rlgraph.agents.learner import Learner
+
+logger = logging.getLogger(__name__)
+
+#: Per-step keys of the learner's sequences (besides the memory's ``mask``).
+SEQUENCE_KEYS = ("states", "actions", "rewards", "terminals", "bootstrap", "resets")
+
+
+class R2D2Learner(Learner):
+    """Sequence replay plus R2D2 updates (Kapturowski et al. 2019) on the agent's update schedule.
+
+    ``add_items`` inserts the sequences of ``R2D2SequenceBuilder`` into the ``SequenceReplay``; ``update()``
+    samples ``batch_size`` sequences by priority, splits off the burn-in steps and learns (priorities
+    written back); ``update(batch)`` learns from an external batch and returns its priorities. The policy lag
+    of inserted sequences (by the newest version that acted in them) is reported with the next update.
+    """
+
+    def __init__(self, agent):
+        super().__init__(agent)
+        self.spec = agent.update_spec
+        self.burn_in = agent.root.memory.burn_in_length
+        self.memory_keys = SEQUENCE_KEYS + ("mask", "internal_states")
+        self.last_update_timestep = 0
+        self.last_sync_timestep = 0
+        # Sequences inserted by this process (a loaded model comes without its replay memory's contents).
+        self.stored_sequences = 0
+        self._lags = []
+
+    @property
+    def time_percentage(self):
+        return min(1.0, self.timesteps / self.agent.schedule_timesteps)
+
+    def add_items(self, items):
+        """Inserts whole sequences ({key: [B, L, ...]}, "mask", "internal_states") into the replay."""
+        self.executor.execute("insert_records", {k: items[k] for k in self.memory_keys})
+        self.stored_sequences += batch_size_of(items["rewards"])
+        if "weights_version" in items:
+            self._lags.append(self.policy_lag(np.max(items["weights_version"], axis=1)))
+
+    def ready_to_update(self):
+        spec = self.spec
+        return (self.timesteps >= spec["steps_before_update"] and self.stored_sequences >= spec["batch_size"]
+                and self.timesteps - self.last_update_timestep >= spec["update_interval"])
+
+    def split_sequences(self, sequences):
+        """``(burn-in {"states", "resets"} [B, burn_in, ...] or None, training steps {key: [B, L - burn_in, ...]})``."""
+        b = self.burn_in
+        train = {k: optree.tree_map(lambda x: x[:, b:], sequences[k]) for k in SEQUENCE_KEYS + ("mask",)}
+        if b == 0:
+            return None, train
+        return {k: optree.tree_map(lambda x: x[:, :b], sequences[k]) for k in ("states", "resets")}, train
+
+    def sequence_args(self, sequences):
+        """(training steps, keyword arguments with the burn-in states and resets) for the update API methods."""
+        burn_in, train = self.split_sequences(sequences)
+        if burn_in is None:
+            return train, {}
+        return train, dict(burn_in_states=burn_in["states"], burn_in_resets=burn_in["resets"])
+
+    def update(self, batch=None):
+        if batch is None:
+            self.last_update_timestep = self.timesteps
+            for _ in range(self.spec["updates_per_interval"]):
+                sequences, initial_states, indices, weights = self.executor.execute(
+                    "get_sequences", self.spec["batch_size"])
+                train, burn_in = self.sequence_args(sequences)
+                loss, mean_priority = self.executor.execute("update_from_sequences", train, tuple(initial_states),
+                                                            indices, weights, self.time_percentage, **burn_in)
+                self.updates += 1
+            results = dict(loss=float(loss), mean_priority=float(mean_priority))
+        else:
+            weights = batch.get("importance_weights")
+            if weights is None:
+                weights = np.ones(batch_size_of(batch["sequences"]["rewards"]), np.float32)
+            train, burn_in = self.sequence_args(batch["sequences"])
+            loss, priorities = self.executor.execute("update_from_batch", train, tuple(batch["initial_states"]),
+                                                     weights, self.time_percentage, **burn_in)
+            self.updates += 1
+            results = dict(loss=float(loss), priorities=priorities)
+        if self._lags:
+            lags = np.concatenate(self._lags)
+            results.update(policy_lag_mean=float(lags.mean()), policy_lag_max=int(lags.max()))
+            self._lags = []
+        if self.timesteps - self.last_sync_timestep >= self.spec["sync_interval"]:
+            self.sync_target()
+        return results
+
+    def get_loss_and_gradients(self, sequences, initial_states, importance_weights=None):
+        """``(loss, priorities, gradients)`` of sampled-style sequences ``[B, L, ...]`` without an update."""
+        if importance_weights is None:
+            importance_weights = np.ones(batch_size_of(sequences["rewards"]), np.float32)
+        train, burn_in = self.sequence_args(sequences)
+        return self.executor.execute("get_loss_and_gradients", train, tuple(initial_states), importance_weights,
+                                     **burn_in)
+
+    def sync_target(self):
+        self.executor.execute("sync_target")
+        self.last_sync_timestep = self.timesteps
+        logger.debug("%s: target network synced at %d env steps, %d updates.", self.agent.name, self.timesteps,
+                     self.updates)
+
+    def restore_counters(self, timesteps, updates):
+        super().restore_counters(timesteps, updates)
+        self.last_update_timestep = self.last_sync_timestep = self.timesteps

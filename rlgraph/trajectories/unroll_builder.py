@@ -1,0 +1,100 @@
+"""Fixed-length unrolls (IMPALA, APPO) assembled per environment id."""
+import numpy as np
+import optree
+
+from rlgraph.trajectories.env_slots import EnvSlots, as_env_ids, check_step
+from rlgraph.utils.errors import RLGraphSpecError
+
+
+def _keys(owner, name, keys):
+    if isinstance(keys, str) or not all(isinstance(k, str) for k in keys):
+        raise RLGraphSpecError(f"{owner}: {name} must be a list of step keys (str), got {keys!r}.")
+    return tuple(keys)
+
+
+class UnrollBuilder:
+    """Collects the steps of each environment id into unrolls of T consecutive steps.
+
+    Per id, steps are collected until it has T of them; then its unroll is emitted and its next unroll starts
+    with its next step (no overlap). Episode ends do not cut unrolls: episode-end flags are just data. Keys in
+    ``first_keys`` are kept only from the first step of each unroll (e.g. the recurrent state before it),
+    keys in ``last_keys`` only from the last one (e.g. the bootstrap observation ``next_states``); all other
+    keys are kept for all T steps.
+
+    Rows may come for any subset of ids in any order; ids may start and stop at any time (``drop``). Storage
+    is ``[slots, T, ...]`` per key (``EnvSlots``); all ids of a call are handled with numpy at once.
+
+    Args:
+        unroll_length: T (>= 1).
+        first_keys: Step keys kept from each unroll's first step only.
+        last_keys: Step keys kept from each unroll's last step only.
+    """
+
+    def __init__(self, unroll_length, first_keys=(), last_keys=()):
+        owner = type(self).__name__
+        if isinstance(unroll_length, bool) or not isinstance(unroll_length, (int, np.integer)) or unroll_length < 1:
+            raise RLGraphSpecError(f"{owner}: unroll_length must be an int >= 1, got {unroll_length!r}.")
+        self.unroll_length = int(unroll_length)
+        self.first_keys = _keys(owner, "first_keys", first_keys)
+        self.last_keys = _keys(owner, "last_keys", last_keys)
+        self._slots = EnvSlots(owner, fields=dict(count=(np.int64, 0)),
+                               stores=dict(unroll=self.unroll_length, first=None))
+
+    @property
+    def num_pending_steps(self):
+        """Steps held in unfinished unrolls, over all ids."""
+        return int(self._slots.fields["count"][self._slots.live_slots].sum())
+
+    def reset(self):
+        """Drops all unfinished unrolls."""
+        self._slots.clear()
+
+    def drop(self, env_ids):
+        """Forgets the unfinished unrolls of ``env_ids`` (unknown ids are ignored); returns their step count."""
+        ids = as_env_ids(type(self).__name__, env_ids)
+        slots, known = self._slots.find(ids)
+        slots = np.unique(slots[known])
+        dropped = int(self._slots.fields["count"][slots].sum())
+        self._slots.release(slots)
+        return dropped
+
+    def add(self, env_ids, step):
+        """Adds one step for each of ``env_ids``; returns the unrolls this completes.
+
+        Args:
+            env_ids: Int array-like [K] of unique, non-negative env ids.
+            step: Dict of per-row values (nested dicts/tuples allowed) with leading dimension K; it must hold
+                the ``first_keys`` and ``last_keys``.
+
+        Returns:
+            None if no unroll was completed, else (all arrays copies) ``{"unroll": {key: [T, M, ...]}
+            (time-major, every key but the first and last keys), "first": {key: [M, ...]}, "last": {key:
+            [M, ...]}, "env_ids": int64 [M]}`` for the M ids completed, in their order in this call.
+        """
+        owner = type(self).__name__
+        ids = as_env_ids(owner, env_ids)
+        step = check_step(owner, step, ids.size, required=self.first_keys + self.last_keys)
+        slots = self._slots.lookup(ids)
+        if ids.size == 0:
+            return None
+        special = set(self.first_keys) | set(self.last_keys)
+        count = self._slots.fields["count"][slots]
+        self._slots.write("unroll", slots, count, {k: v for k, v in step.items() if k not in special})
+        if self.first_keys:
+            starting = count == 0
+            if starting.all():
+                self._slots.write("first", slots, None, {k: step[k] for k in self.first_keys})
+            elif starting.any():
+                self._slots.write("first", slots[starting], None,
+                                  optree.tree_map(lambda x: x[starting], {k: step[k] for k in self.first_keys}))
+        count = count + 1
+        done = count == self.unroll_length
+        self._slots.fields["count"][slots] = np.where(done, 0, count)
+        if not done.any():
+            return None
+        done_slots = slots[done]
+        time = np.arange(self.unroll_length)[:, None]
+        return dict(unroll=self._slots.gather("unroll", done_slots[None, :], time),
+                    first=self._slots.gather("first", done_slots) if self.first_keys else {},
+                    last=optree.tree_map(lambda x: x[done], {k: step[k] for k in self.last_keys}),
+                    env_ids=ids[done])
