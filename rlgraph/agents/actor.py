@@ -32,6 +32,11 @@ class Actor:
         self.weights_version = 0
         self.timesteps = 0
 
+    @property
+    def time_percentage(self):
+        """How far the agent's schedules (exploration) have run, from this actor's env steps: in [0, 1]."""
+        return min(1.0, self.timesteps / self.agent.schedule_timesteps)
+
     def get_actions(self, states, explore=True, internal_states=None):
         """``(actions, extras)`` for a batch of states; extras hold per-row arrays incl. ``weights_version``."""
         raise NotImplementedError

@@ -17,10 +17,6 @@ class DQNActor(Actor):
         super().__init__(agent)
         self.epsilons = None
 
-    @property
-    def time_percentage(self):
-        return min(1.0, self.timesteps / self.agent.schedule_timesteps)
-
     def set_epsilons(self, epsilons):
         """Fixes one exploration epsilon per environment row (Ape-X actors); None returns to the schedule."""
         self.epsilons = None if epsilons is None else np.asarray(epsilons, np.float32)

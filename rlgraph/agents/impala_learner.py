@@ -25,10 +25,6 @@ class IMPALALearner(Learner):
         self._rng = np.random.default_rng(agent.seed)
         self.queue = []
 
-    @property
-    def time_percentage(self):
-        return min(1.0, self.timesteps / self.agent.schedule_timesteps)
-
     def add_items(self, items):
         """Queues unrolls as ``UnrollBuilder`` emits them ({"unroll", "first", "last", "env_ids"})."""
         self.queue.append(self.to_batch(items))

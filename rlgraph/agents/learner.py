@@ -25,6 +25,11 @@ class Learner:
         self.timesteps = 0
 
     @property
+    def time_percentage(self):
+        """How far the agent's schedules (learning rate) have run, from the env steps reported: in [0, 1]."""
+        return min(1.0, self.timesteps / self.agent.schedule_timesteps)
+
+    @property
     def weights_version(self):
         """The version of the current weights: the number of updates."""
         return self.updates

@@ -27,10 +27,6 @@ class R2D2Actor(Actor):
         self.epsilons = None
         self._apex_epsilons = None
 
-    @property
-    def time_percentage(self):
-        return min(1.0, self.timesteps / self.agent.schedule_timesteps)
-
     def set_epsilons(self, epsilons):
         """Fixes one exploration epsilon per environment row; None returns to the configured behaviour."""
         self.epsilons = None if epsilons is None else np.asarray(epsilons, np.float32)

@@ -1,19 +1,15 @@
 """The learning role of R2D2."""
-import logging
-
 import numpy as np
 import optree
 
 from rlgraph.agents.agent import batch_size_of
-from rlgraph.agents.learner import Learner
-
-logger = logging.getLogger(__name__)
+from rlgraph.agents.replay_learner import ReplayLearner
 
 #: Per-step keys of the learner's sequences (besides the memory's ``mask``).
 SEQUENCE_KEYS = ("states", "actions", "rewards", "terminals", "bootstrap", "resets")
 
 
-class R2D2Learner(Learner):
+class R2D2Learner(ReplayLearner):
     """Sequence replay plus R2D2 updates (Kapturowski et al. 2019) on the agent's update schedule.
 
     ``add_items`` inserts the sequences of ``R2D2SequenceBuilder`` into the ``SequenceReplay``; ``update()``
@@ -24,14 +20,10 @@ class R2D2Learner(Learner):
 
     def __init__(self, agent):
         super().__init__(agent)
-        self.spec = agent.update_spec
         self.burn_in = agent.root.memory.burn_in_length
         self.memory_keys = SEQUENCE_KEYS + ("mask", "internal_states")
-        self.last_update_timestep = 0
-        self.last_sync_timestep = 0
         # Sequences inserted by this process (a loaded model comes without its replay memory's contents).
         self.stored_sequences = 0
-        self._lags = []
 
     @property
     def time_percentage(self):
@@ -42,12 +34,12 @@ class R2D2Learner(Learner):
         self.executor.execute("insert_records", {k: items[k] for k in self.memory_keys})
         self.stored_sequences += batch_size_of(items["rewards"])
         if "weights_version" in items:
-            self._lags.append(self.policy_lag(np.max(items["weights_version"], axis=1)))
+            self.record_lags(np.max(items["weights_version"], axis=1))
 
     def ready_to_update(self):
         spec = self.spec
         return (self.timesteps >= spec["steps_before_update"] and self.stored_sequences >= spec["batch_size"]
-                and self.timesteps - self.last_update_timestep >= spec["update_interval"])
+                and self.interval_elapsed())
 
     def split_sequences(self, sequences):
         """``(burn-in {"states", "resets"} [B, burn_in, ...] or None, training steps {key: [B, L - burn_in, ...]})``."""
@@ -84,13 +76,7 @@ class R2D2Learner(Learner):
                                                      weights, self.time_percentage, **burn_in)
             self.updates += 1
             results = dict(loss=float(loss), priorities=priorities)
-        if self._lags:
-            lags = np.concatenate(self._lags)
-            results.update(policy_lag_mean=float(lags.mean()), policy_lag_max=int(lags.max()))
-            self._lags = []
-        if self.timesteps - self.last_sync_timestep >= self.spec["sync_interval"]:
-            self.sync_target()
-        return results
+        return self.finish_update(results)
 
     def get_loss_and_gradients(self, sequences, initial_states, importance_weights=None):
         """``(loss, priorities, gradients)`` of sampled-style sequences ``[B, L, ...]`` without an update."""
@@ -99,13 +85,3 @@ class R2D2Learner(Learner):
         train, burn_in = self.sequence_args(sequences)
         return self.executor.execute("get_loss_and_gradients", train, tuple(initial_states), importance_weights,
                                      **burn_in)
-
-    def sync_target(self):
-        self.executor.execute("sync_target")
-        self.last_sync_timestep = self.timesteps
-        logger.debug("%s: target network synced at %d env steps, %d updates.", self.agent.name, self.timesteps,
-                     self.updates)
-
-    def restore_counters(self, timesteps, updates):
-        super().restore_counters(timesteps, updates)
-        self.last_update_timestep = self.last_sync_timestep = self.timesteps

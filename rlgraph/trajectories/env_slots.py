@@ -273,3 +273,25 @@ class EnvSlots:
         """The top-level keys of store ``name`` (empty before its first write)."""
         tree = self.stores[name].tree
         return [] if tree is None else list(tree)
+
+
+class CountedSlotsBuilder:
+    """Base of the builders whose pending steps per id are their slot field "count" (``self._slots``)."""
+
+    @property
+    def num_pending_steps(self):
+        """Steps held in partial windows or unrolls (not yet emitted), over all ids."""
+        return int(self._slots.fields["count"][self._slots.live_slots].sum())
+
+    def reset(self):
+        """Drops all pending steps of all ids."""
+        self._slots.clear()
+
+    def drop(self, env_ids):
+        """Forgets the pending steps of ``env_ids`` (unknown ids are ignored); returns how many were dropped."""
+        ids = as_env_ids(type(self).__name__, env_ids)
+        slots, known = self._slots.find(ids)
+        slots = np.unique(slots[known])
+        dropped = int(self._slots.fields["count"][slots].sum())
+        self._slots.release(slots)
+        return dropped

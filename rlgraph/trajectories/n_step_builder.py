@@ -1,14 +1,14 @@
 """N-step transitions assembled per environment id."""
 import numpy as np
 
-from rlgraph.trajectories.env_slots import EnvSlots, as_env_ids, check_step
+from rlgraph.trajectories.env_slots import CountedSlotsBuilder, EnvSlots, as_env_ids, check_step
 from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
 
 #: The step keys every call of ``NStepBuilder.add`` needs.
 REQUIRED_KEYS = ("states", "actions", "rewards", "next_states", "terminals", "truncations")
 
 
-class NStepBuilder:
+class NStepBuilder(CountedSlotsBuilder):
     """Turns per-step transitions of environments, keyed by env id, into n-step transitions.
 
     Each id's steps fill a window of up to n steps. A window is complete when the id has n pending steps
@@ -39,24 +39,6 @@ class NStepBuilder:
         self._discounts = np.array([self.discount ** k for k in range(self.n_step)], np.float32)
         self._slots = EnvSlots(owner, fields=dict(head=(np.int64, 0), count=(np.int64, 0)),
                                stores=dict(steps=self.n_step))
-
-    @property
-    def num_pending_steps(self):
-        """Steps held in partial windows (not yet emitted as an item's first step), over all ids."""
-        return int(self._slots.fields["count"][self._slots.live_slots].sum())
-
-    def reset(self):
-        """Drops all pending steps of all ids."""
-        self._slots.clear()
-
-    def drop(self, env_ids):
-        """Forgets the pending steps of ``env_ids`` (unknown ids are ignored); returns how many were dropped."""
-        ids = as_env_ids(type(self).__name__, env_ids)
-        slots, known = self._slots.find(ids)
-        slots = np.unique(slots[known])
-        dropped = int(self._slots.fields["count"][slots].sum())
-        self._slots.release(slots)
-        return dropped
 
     def add(self, env_ids, step):
         """Adds one step for each of ``env_ids``; returns the n-step transitions this completes.

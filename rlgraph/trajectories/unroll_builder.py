@@ -2,7 +2,7 @@
 import numpy as np
 import optree
 
-from rlgraph.trajectories.env_slots import EnvSlots, as_env_ids, check_step
+from rlgraph.trajectories.env_slots import CountedSlotsBuilder, EnvSlots, as_env_ids, check_step
 from rlgraph.utils.errors import RLGraphSpecError
 
 
@@ -12,7 +12,7 @@ def _keys(owner, name, keys):
     return tuple(keys)
 
 
-class UnrollBuilder:
+class UnrollBuilder(CountedSlotsBuilder):
     """Collects the steps of each environment id into unrolls of T consecutive steps.
 
     Per id, steps are collected until it has T of them; then its unroll is emitted and its next unroll starts
@@ -39,24 +39,6 @@ class UnrollBuilder:
         self.last_keys = _keys(owner, "last_keys", last_keys)
         self._slots = EnvSlots(owner, fields=dict(count=(np.int64, 0)),
                                stores=dict(unroll=self.unroll_length, first=None))
-
-    @property
-    def num_pending_steps(self):
-        """Steps held in unfinished unrolls, over all ids."""
-        return int(self._slots.fields["count"][self._slots.live_slots].sum())
-
-    def reset(self):
-        """Drops all unfinished unrolls."""
-        self._slots.clear()
-
-    def drop(self, env_ids):
-        """Forgets the unfinished unrolls of ``env_ids`` (unknown ids are ignored); returns their step count."""
-        ids = as_env_ids(type(self).__name__, env_ids)
-        slots, known = self._slots.find(ids)
-        slots = np.unique(slots[known])
-        dropped = int(self._slots.fields["count"][slots].sum())
-        self._slots.release(slots)
-        return dropped
 
     def add(self, env_ids, step):
         """Adds one step for each of ``env_ids``; returns the unrolls this completes.

@@ -1,0 +1,49 @@
+"""The learning role of replay-based agents: the update and target-sync schedule in env steps."""
+import numpy as np
+
+from rlgraph.agents.learner import Learner
+
+
+class ReplayLearner(Learner):
+    """A learner with a replay memory, updated every ``update_interval`` env steps and syncing its target
+    network every ``sync_interval`` env steps (``agent.update_spec``).
+
+    Subclasses insert items (``add_items``, calling ``record_lags`` with the versions that acted), decide
+    ``ready_to_update`` and learn (``update``, ending with ``finish_update``). The policy lag of the items
+    inserted since the last update (learner version at insertion minus the version that acted) is reported
+    with the next update's results.
+    """
+
+    def __init__(self, agent):
+        super().__init__(agent)
+        self.spec = agent.update_spec
+        self.last_update_timestep = 0
+        self.last_sync_timestep = 0
+        self._lags = []
+
+    def interval_elapsed(self):
+        """Whether ``update_interval`` env steps have passed since the last update."""
+        return self.timesteps - self.last_update_timestep >= self.spec["update_interval"]
+
+    def record_lags(self, versions):
+        """Notes the policy lag of items acted on by weights of ``versions``."""
+        self._lags.append(self.policy_lag(versions))
+
+    def finish_update(self, results):
+        """Adds the lags noted since the last update to ``results``, syncs the target network when due."""
+        if self._lags:
+            lags = np.concatenate(self._lags)
+            results.update(policy_lag_mean=float(lags.mean()), policy_lag_max=int(lags.max()))
+            self._lags = []
+        if self.timesteps - self.last_sync_timestep >= self.spec["sync_interval"]:
+            self.sync_target()
+        return results
+
+    def sync_target(self):
+        """Copies the online network's weights into the target network."""
+        self.executor.execute("sync_target")
+        self.last_sync_timestep = self.timesteps
+
+    def restore_counters(self, timesteps, updates):
+        super().restore_counters(timesteps, updates)
+        self.last_update_timestep = self.last_sync_timestep = self.timesteps
