@@ -2,6 +2,7 @@
 import numpy as np
 
 from rlgraph.agents.agent import batch_size_of
+from rlgraph.utils.errors import RLGraphError
 
 
 class Actor:
@@ -65,6 +66,13 @@ class Actor:
     def restore_counters(self, timesteps, updates):
         """Sets the counters after a model was loaded (a stored model's weights are the learner's ``updates``)."""
         self.timesteps, self.weights_version = int(timesteps), int(updates)
+
+    def require_extras(self, extras, keys):
+        """Raises a clear error if ``extras`` lacks any of ``keys`` (what ``get_actions`` returned)."""
+        missing = [k for k in keys if k not in extras]
+        if missing:
+            raise RLGraphError(f"{self.agent.name}: a step needs the extras {missing} that get_actions(..., "
+                               f"explore=True, return_extras=True) returned; got {sorted(extras)}.")
 
     def _versions(self, states):
         return np.full(batch_size_of(states), self.weights_version, np.int64)

@@ -74,11 +74,7 @@ class IMPALAActor(Actor):
 
     def make_step(self, states, actions, rewards, next_states, terminals, truncations, extras):
         agent = self.agent
-        if "log_probs" not in extras or "values" not in extras:
-            from rlgraph.utils.errors import RLGraphError
-            raise RLGraphError(f"{agent.name}: the extras 'log_probs' and 'values' of the behaviour policy are "
-                               f"missing; pass what get_actions(..., explore=True, return_extras=True) returned, got "
-                               f"{sorted(extras)}.")
+        self.require_extras(extras, ("log_probs", "values"))
         n = len(terminals)
         self.timesteps += n
         rewards = np.asarray(rewards, np.float32)

@@ -6,7 +6,7 @@ from rlgraph.agents.actor import Actor
 from rlgraph.agents.agent import batch_size_of
 from rlgraph.components.algorithms.r2d2_algorithm_component import STATE_KEY
 from rlgraph.components.explorations.exploration import apex_epsilon
-from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
+from rlgraph.utils.errors import RLGraphSpecError
 
 
 class R2D2Actor(Actor):
@@ -76,10 +76,7 @@ class R2D2Actor(Actor):
                              weights_version=self._versions(actions))
 
     def make_step(self, states, actions, rewards, next_states, terminals, truncations, extras):
-        if "step_internal_states" not in extras or "internal_states" not in extras:
-            raise RLGraphError(f"{self.agent.name}: a step needs the extras 'internal_states' and "
-                               f"'step_internal_states' that get_actions(..., return_extras=True) returned; got "
-                               f"{sorted(extras)}.")
+        self.require_extras(extras, ("internal_states", "step_internal_states"))
         num_envs = len(terminals)
         self.timesteps += num_envs
         actions = np.asarray(actions)

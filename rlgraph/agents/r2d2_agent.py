@@ -3,7 +3,7 @@ import numpy as np
 
 from rlgraph.agents.agent import Agent, check_positive_int, check_update_spec
 from rlgraph.agents.r2d2_actor import STATE_KEY, R2D2Actor
-from rlgraph.agents.r2d2_learner import SEQUENCE_KEYS, R2D2Learner
+from rlgraph.agents.r2d2_learner import R2D2Learner
 from rlgraph.components.algorithms.r2d2_algorithm_component import R2D2AlgorithmComponent
 from rlgraph.spaces import BoolBox, BoxSpace, Dict, FloatBox, IntBox, Tuple
 from rlgraph.trajectories import SequenceBuilder
