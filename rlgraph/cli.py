@@ -10,92 +10,24 @@ import numpy as np
 
 logger = logging.getLogger("rlgraph")
 
-DEFAULT_TRAIN_SPEC = dict(steps=None, seconds=None, target_return=None, stop_at_target=False, eval_episodes=20,
-                          eval_every_steps=None, checkpoint_every_seconds=60.0, chunk_steps=2000)
-
-
-def load_config(path):
-    """Reads a training config: an agent spec plus ``environment_spec`` and ``train_spec``."""
-    from rlgraph.utils.errors import RLGraphSpecError
-    from rlgraph.utils.specifiable import load_json
-    config = load_json(path, "config")
-    if not isinstance(config, dict) or "type" not in config:
-        raise RLGraphSpecError(f"{path}: a config is a JSON object whose \"type\" names the agent.")
-    if "environment_spec" not in config:
-        raise RLGraphSpecError(f"{path}: environment_spec is missing (e.g. {{\"env_spec\": \"CartPole-v1\", "
-                               f"\"num_envs\": 8}}).")
-    train = dict(DEFAULT_TRAIN_SPEC)
-    unknown = set(config.get("train_spec", {})) - set(DEFAULT_TRAIN_SPEC)
-    if unknown:
-        raise RLGraphSpecError(f"{path}: train_spec has unknown key(s) {sorted(unknown)}; accepted: "
-                               f"{', '.join(DEFAULT_TRAIN_SPEC)}.")
-    train.update(config.get("train_spec", {}))
-    return config, train
-
-
-def make_env(config, args, seed_offset=0, num_envs=None):
-    from rlgraph.environments import VectorEnv
-    from rlgraph.utils.errors import RLGraphSpecError
-    spec = dict(config["environment_spec"])
-    if args.env:
-        spec["env_spec"] = args.env
-    if num_envs is not None:
-        spec["num_envs"] = num_envs
-    spec["seed"] = args.seed + seed_offset
-    try:
-        return VectorEnv(**spec)
-    except TypeError as e:
-        raise RLGraphSpecError(f"environment_spec: {e}") from None
-
-
-def make_agent(config, env, args):
-    from rlgraph.agents import Agent
-    return Agent.from_spec(config, state_space=env.state_space, action_space=env.action_space,
-                           backend=args.backend, seed=args.seed)
-
 
 def _train(args):
-    from rlgraph.training import Trainer
-    from rlgraph.workers import VectorWorker
-
-    config, train = load_config(args.config)
-    env = make_env(config, args)
-    agent = make_agent(config, env, args)
-    steps = args.steps if args.steps is not None else (None if args.seconds is not None else train["steps"])
-    seconds = args.seconds if args.seconds is not None else (None if args.steps is not None else train["seconds"])
-    if steps is None and seconds is None:
-        steps = 100_000
-    name = os.path.splitext(os.path.basename(args.config))[0]
-    logdir = args.logdir or os.path.join("runs", f"{name}-{agent.backend}-{time.strftime('%Y%m%d-%H%M%S')}")
-    env_id = config["environment_spec"].get("env_spec") if not args.env else args.env
-    metadata = dict(agent=config["type"], config=os.path.abspath(args.config), backend=agent.backend,
-                    env=str(env_id), seed=args.seed, config_hash=agent.config_hash())
-    worker = VectorWorker(agent, env)
-    eval_env = make_env(config, args, seed_offset=10_000, num_envs=min(train["eval_episodes"] or 1, 16))
-    evaluator = None
-    if train["eval_every_steps"]:
-        evaluator = lambda: worker.evaluate(eval_env, train["eval_episodes"])  # noqa: E731
-    trainer = Trainer(worker, logdir, max_steps=steps, max_seconds=seconds, target_return=train["target_return"],
-                      stop_at_target=train["stop_at_target"], chunk_steps=train["chunk_steps"],
-                      checkpoint_every_seconds=train["checkpoint_every_seconds"], resume=args.resume,
-                      metadata=metadata, evaluator=evaluator, eval_every_steps=train["eval_every_steps"])
-    summary = trainer.train()
-    if train["eval_episodes"] and not summary["interrupted"]:
-        returns = worker.evaluate(eval_env, train["eval_episodes"])
-        summary["eval_mean_return"] = round(float(np.mean(returns)), 3)
-        summary["eval_episodes"] = len(returns)
-        with open(os.path.join(logdir, "summary.json"), "w") as f:
-            json.dump(summary, f, indent=1)
+    from rlgraph.execution.runner import train
+    summary = train(args.config, executor=args.executor, env_id=args.env, backend=args.backend, steps=args.steps,
+                    seconds=args.seconds, logdir=args.logdir, seed=args.seed, resume=args.resume,
+                    num_actors=args.num_actors, ray_address=args.ray_address)
+    logdir = summary.pop("logdir")
     print(json.dumps(summary, indent=1))
     print(f"Logs, checkpoint, summary.json and learning_curve.png in {logdir}")
     return 130 if summary["interrupted"] else 0
 
 
 def _evaluate(args):
+    from rlgraph.execution.runner import env_kwargs_of, load_config, make_agent, make_vector_env
     from rlgraph.workers import VectorWorker
-    config, train = load_config(args.config)
-    env = make_env(config, args, num_envs=min(args.episodes, 16))
-    agent = make_agent(config, env, args)
+    config, _ = load_config(args.config)
+    env = make_vector_env(env_kwargs_of(config, args.env, args.seed, num_envs=min(args.episodes, 16)))
+    agent = make_agent(config, env, args.backend, args.seed)
     path = args.checkpoint
     if os.path.isdir(os.path.join(path, "checkpoint", "model")):
         path = os.path.join(path, "checkpoint", "model")
@@ -177,8 +109,13 @@ def main(argv=None):
     train.add_argument("config", help="e.g. configs/dqn_cartpole.json")
     train.add_argument("--env", default=None, help="environment id overriding the config's")
     train.add_argument("--backend", choices=["tf", "pytorch"], default=None)
-    train.add_argument("--executor", choices=["local"], default="local",
-                       help="execution engine (local: one process, vectorized environments)")
+    train.add_argument("--executor", choices=["local", "ray"], default="local",
+                       help="execution engine (local: one process, vectorized environments; ray: actor "
+                            "processes on a Ray cluster, the learner here)")
+    train.add_argument("--num-actors", type=int, default=None,
+                       help="actor processes (overrides execution_spec.num_actors)")
+    train.add_argument("--ray-address", default=None,
+                       help="Ray cluster HOST:PORT to join (default: start a local one)")
     budget = train.add_mutually_exclusive_group()
     budget.add_argument("--steps", type=int, default=None, help="environment steps to train for")
     budget.add_argument("--seconds", type=float, default=None, help="wall seconds to train for")

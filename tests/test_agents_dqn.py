@@ -81,16 +81,25 @@ def test_apex_actor_epsilons_and_actor_priorities(backend):
     np.testing.assert_allclose(agent.actor.epsilons, expected, rtol=1e-6)
     records = dict(states=states, actions=np.arange(8) % 2, rewards=np.linspace(-1, 1, 8).astype(np.float32),
                    next_states=states[::-1].copy(), terminals=np.arange(8) % 3 == 0)
-    items = agent.actor.process_items(dict(records))
     # The actor's priority: |r + gamma * max_a Q(s', a) (0 if terminal) - Q(s, a)| + eps with its own network.
     q, q_next = agent.get_q_values(states), agent.get_q_values(records["next_states"])
     target = records["rewards"] + 0.99 * np.where(records["terminals"], 0.0, q_next.max(-1))
     td = target - q[np.arange(8), records["actions"]]
+    # An actor process (role "actor", the learner's weights) sends its priorities with the items.
+    actor = Agent.from_spec(dict(SMALL, type="apex"), state_space=STATE, action_space=ACTION, backend=backend,
+                            role="actor", seed=3)
+    actor.set_weights(agent.get_weights())
+    items = actor.actor.process_items(dict(records))
     np.testing.assert_allclose(items["priorities"], np.abs(td) + 1e-6, rtol=1e-4, atol=1e-6)
     agent.learner.add_items(items)
-    stored = agent.root.memory.buffer.get_priorities(np.arange(8))
+    # The local actor shares the learner's graph: the learner computes the same priorities in its insert.
+    local_items = agent.actor.process_items(dict(records))
+    assert "priorities" not in local_items
+    agent.learner.add_items(local_items)
+    assert agent.learner.stored_records == 16
+    stored = agent.root.memory.buffer.get_priorities(np.arange(16))
     # Stored priorities are (|TD| + eps) ** alpha, not the default max priority.
-    np.testing.assert_allclose(stored, (np.abs(td) + 1e-6) ** 0.6, rtol=1e-4)
+    np.testing.assert_allclose(stored, np.tile((np.abs(td) + 1e-6) ** 0.6, 2), rtol=1e-4)
 
 
 def test_train_resume_continues_step_count(tmp_path):

@@ -32,6 +32,19 @@ class Actor:
         self.executor = agent.executor
         self.weights_version = 0
         self.timesteps = 0
+        # Where this actor's environments sit among all actors' (engines call ``place``).
+        self.slot_offset = 0
+        self.total_slots = None
+
+    def place(self, slot_offset, total_slots):
+        """Tells the actor that its rows are environments ``slot_offset, slot_offset + 1, ...`` of
+        ``total_slots`` over all actors of a run (e.g. Ape-X spreads its epsilons over all of them)."""
+        self.slot_offset, self.total_slots = int(slot_offset), int(total_slots)
+
+    def slot_ids(self, num_rows):
+        """``(global ids of the rows' environments, number of environments over all actors)``."""
+        total = self.total_slots if self.total_slots is not None else num_rows
+        return self.slot_offset + np.arange(num_rows), max(total, self.slot_offset + num_rows)
 
     @property
     def time_percentage(self):

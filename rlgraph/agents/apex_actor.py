@@ -9,22 +9,34 @@ class ApexActor(DQNActor):
     """Acts with one fixed epsilon per environment row and computes the priorities of what it sends.
 
     Without ``set_epsilons`` the N rows of a batch are N actors: row i explores with
-    ``epsilon_base ** (1 + epsilon_alpha * i / (N - 1))`` (Horgan et al. 2018: 0.4 and 7); engines set the
-    epsilons of all environment slots of all actors with ``set_epsilons``. ``process_items`` adds
+    ``epsilon_base ** (1 + epsilon_alpha * i / (N - 1))`` (Horgan et al. 2018: 0.4 and 7); an engine that
+    places the actor among others (``place``) spreads the formula over all environments of all actors (row i is
+    environment ``slot_offset + i`` of ``total_slots``). ``process_items`` adds
     "priorities" = |TD error| + epsilon of the n-step transitions under the actor's own network (the
     actor holds no target network; its online network bootstraps, as in the paper's actors that compute
     priorities with their local copy of the network).
+
+    An actor that shares its graph with the learner (``role="local"``) leaves "priorities" out: the learner
+    computes the same priorities in the same executor call as its insert (``ApexLearner.insert``), so a
+    vector step costs one call, not two.
     """
+
+    def __init__(self, agent):
+        super().__init__(agent)
+        #: Whether the learner computes this actor's priorities in its insert (actor and learner in one graph).
+        self.priorities_in_learner = agent.role == "local"
 
     def row_epsilons(self, num_rows):
         if self.epsilons is None or len(self.epsilons) != num_rows:
             agent = self.agent
+            slots, total = self.slot_ids(num_rows)
             self.epsilons = np.atleast_1d(np.asarray(
-                apex_epsilon(np.arange(num_rows), num_rows, base=agent.epsilon_base, alpha=agent.epsilon_alpha),
-                np.float32))
+                apex_epsilon(slots, total, base=agent.epsilon_base, alpha=agent.epsilon_alpha), np.float32))
         return self.epsilons
 
     def process_items(self, items):
+        if self.priorities_in_learner:
+            return items
         records = {k: items[k] for k in ("states", "actions", "rewards", "terminals", "next_states")}
         items["priorities"] = self.executor.execute("get_actor_priorities", records)
         return items

@@ -8,11 +8,19 @@ from rlgraph.spaces import FloatBox
 
 
 class ApexLearner(DQNLearner):
-    """``DQNLearner`` whose transitions enter the prioritized replay with the actors' priorities."""
+    """``DQNLearner`` whose transitions enter the prioritized replay with the actors' priorities.
+
+    Items with "priorities" (from actor processes) are inserted with them; items without (from an actor that
+    shares this learner's graph, ``ApexActor.priorities_in_learner``) get the actor's priorities computed
+    and inserted in one executor call (``insert_records_with_actor_priorities``).
+    """
 
     def insert(self, items):
-        self.executor.execute("insert_records_with_priorities", {k: items[k] for k in RECORD_KEYS},
-                              items["priorities"])
+        records = {k: items[k] for k in RECORD_KEYS}
+        if "priorities" in items:
+            self.executor.execute("insert_records_with_priorities", records, items["priorities"])
+        else:
+            self.executor.execute("insert_records_with_actor_priorities", records)
         self.stored_records += batch_size_of(items["rewards"])
 
 
@@ -20,7 +28,8 @@ class ApexAgent(DQNAgent):
     """DQN with prioritized replay, actor-computed initial priorities and a fixed epsilon per actor.
 
     Locally, each row of the vector environment is one actor (``ApexActor``); the n-step transitions it
-    produces are inserted with the priorities the actor computed (``ApexLearner``). Distributed engines run
+    produces are inserted with the priorities the actor computes (``ApexLearner``; locally, actor and learner
+    share one graph, so they are computed within the insert's executor call). Distributed engines run
     ``role="actor"`` agents with ``set_actor_epsilons`` over all their environment slots.
 
     Args:

@@ -16,6 +16,8 @@ class DQNLearner(ReplayLearner):
     ``update(batch)`` learns from an external batch and returns its TD errors (for a distributed replay).
     """
 
+    replay_keys = RECORD_KEYS
+
     def __init__(self, agent):
         super().__init__(agent)
         # Records inserted by this process (a loaded model comes without its replay memory's contents).
@@ -31,9 +33,20 @@ class DQNLearner(ReplayLearner):
         self.executor.execute("insert_records", {k: items[k] for k in RECORD_KEYS})
         self.stored_records += batch_size_of(items["rewards"])
 
+    def count_stored(self, num_items):
+        self.stored_records += int(num_items)
+
+    def data_ready(self):
+        return self.stored_records >= max(self.spec["steps_before_update"], self.spec["batch_size"])
+
     def ready_to_update(self):
-        spec = self.spec
-        return self.stored_records >= max(spec["steps_before_update"], spec["batch_size"]) and self.interval_elapsed()
+        return self.data_ready() and self.interval_elapsed()
+
+    def batch_from_replay(self, records, importance_weights):
+        return dict(records, importance_weights=importance_weights)
+
+    def pop_priorities(self, results):
+        return np.abs(results.pop("td_errors")) + self.agent.root.priority_epsilon
 
     def update(self, batch=None):
         if batch is None:

@@ -45,9 +45,9 @@ class R2D2Actor(Actor):
                 return None
             if isinstance(spec, dict):
                 if self._apex_epsilons is None or len(self._apex_epsilons) != num_envs:
+                    slots, total = self.slot_ids(num_envs)
                     self._apex_epsilons = np.atleast_1d(np.asarray(
-                        apex_epsilon(np.arange(num_envs), num_envs, base=spec["base"], alpha=spec["alpha"]),
-                        np.float32))
+                        apex_epsilon(slots, total, base=spec["base"], alpha=spec["alpha"]), np.float32))
                 return self._apex_epsilons
             epsilons = spec
         if len(epsilons) != num_envs:

@@ -18,10 +18,12 @@ class R2D2Learner(ReplayLearner):
     of inserted sequences (by the newest version that acted in them) is reported with the next update.
     """
 
+    replay_keys = SEQUENCE_KEYS + ("mask", "internal_states")
+
     def __init__(self, agent):
         super().__init__(agent)
         self.burn_in = agent.root.memory.burn_in_length
-        self.memory_keys = SEQUENCE_KEYS + ("mask", "internal_states")
+        self.memory_keys = self.replay_keys
         # Sequences inserted by this process (a loaded model comes without its replay memory's contents).
         self.stored_sequences = 0
 
@@ -36,10 +38,21 @@ class R2D2Learner(ReplayLearner):
         if "weights_version" in items:
             self.record_lags(np.max(items["weights_version"], axis=1))
 
+    def count_stored(self, num_items):
+        self.stored_sequences += int(num_items)
+
+    def data_ready(self):
+        return self.timesteps >= self.spec["steps_before_update"] and self.stored_sequences >= self.spec["batch_size"]
+
     def ready_to_update(self):
-        spec = self.spec
-        return (self.timesteps >= spec["steps_before_update"] and self.stored_sequences >= spec["batch_size"]
-                and self.interval_elapsed())
+        return self.data_ready() and self.interval_elapsed()
+
+    def batch_from_replay(self, records, importance_weights):
+        return dict(sequences={k: records[k] for k in SEQUENCE_KEYS + ("mask",)},
+                    initial_states=tuple(records["internal_states"]), importance_weights=importance_weights)
+
+    def pop_priorities(self, results):
+        return np.asarray(results.pop("priorities"))
 
     def split_sequences(self, sequences):
         """``(burn-in {"states", "resets"} [B, burn_in, ...] or None, training steps {key: [B, L - burn_in, ...]})``."""

@@ -14,12 +14,39 @@ class ReplayLearner(Learner):
     with the next update's results.
     """
 
+    #: The item keys a replay record holds (what a distributed replay stores of the builder's items).
+    replay_keys = ()
+
     def __init__(self, agent):
         super().__init__(agent)
         self.spec = agent.update_spec
         self.last_update_timestep = 0
         self.last_sync_timestep = 0
         self._lags = []
+
+    # --- a replay outside the learner (distributed engines) ------------------------------------------------
+    def replay_settings(self):
+        """``capacity``, ``alpha`` and ``beta`` of the configured memory (alpha 0: uniform sampling), so that a
+        distributed replay holds what the local one would."""
+        memory = self.agent.root.memory
+        return dict(capacity=int(memory.capacity), alpha=float(getattr(memory, "alpha", 0.0)),
+                    beta=float(getattr(memory, "beta", 0.0)))
+
+    def count_stored(self, num_items):
+        """Counts items stored in a replay outside the learner (``data_ready`` looks at the count)."""
+        raise NotImplementedError
+
+    def data_ready(self):
+        """Whether the replay holds enough for the first update (``steps_before_update``, ``batch_size``)."""
+        raise NotImplementedError
+
+    def batch_from_replay(self, records, importance_weights):
+        """The ``update(batch)`` argument for records sampled from a distributed replay."""
+        raise NotImplementedError
+
+    def pop_priorities(self, results):
+        """Takes the new raw priorities of an ``update(batch)``'s records out of its results."""
+        raise NotImplementedError
 
     def interval_elapsed(self):
         """Whether ``update_interval`` env steps have passed since the last update."""

@@ -20,9 +20,11 @@ STATE_FILE = "trainer_state.json"
 class Trainer:
     """Runs a worker until a step or time budget is spent, and records everything a user expects.
 
-    The worker must offer ``run(num_env_steps) -> dict`` with ``env_steps`` (int, steps just taken),
-    ``episodes`` (list of ``(return, length)`` finished since the last call) and ``results`` (list of
-    update-result dicts), plus ``store(path)`` / ``load(path)`` for its agent's model.
+    The worker (a ``VectorWorker`` or an execution engine) must offer ``run(num_env_steps) -> dict`` with
+    ``env_steps`` (int, steps just taken), ``episodes`` (list of ``(return, length)`` finished since the last
+    call), ``results`` (list of update-result dicts) and optionally ``scalars`` (name -> value, written to
+    TensorBoard), plus ``store(path)`` / ``load(path)`` for its agent's model. A ``summary()`` method's dict
+    (an engine's restarts, per-actor throughput, ...) is added to ``summary.json``.
 
     Args:
         worker: The worker.
@@ -139,6 +141,8 @@ class Trainer:
                 rate = sum(s for s, _ in recent) / max(sum(t for _, t in recent), 1e-9)
                 writer.add_scalar("perf/env_steps_per_second", rate, self.state["env_steps"])
                 bar.update(out["env_steps"])
+                for key, value in out.get("scalars", {}).items():
+                    writer.add_scalar(key, value, self.state["env_steps"])
                 loss = next((r["loss"] for r in reversed(out["results"]) if "loss" in r), None)
                 bar.set_postfix(steps_s=f"{rate:,.0f}", episodes=self.state["episodes"],
                                 mean_return=f"{self.mean_return():.1f}",
@@ -190,6 +194,11 @@ class Trainer:
             st["seconds_to_target"] = time.perf_counter() - start
             st["target_reached_unix"] = time.time()
 
+    def write_summary(self, summary):
+        """Writes ``summary.json`` into the logdir."""
+        with open(os.path.join(self.logdir, "summary.json"), "w") as f:
+            json.dump(summary, f, indent=1, default=_jsonable)
+
     def _finish(self, interrupted):
         st = self.state
         summary = dict(self.metadata, env_steps=st["env_steps"], wall_seconds=round(st["wall_seconds"], 3),
@@ -201,9 +210,20 @@ class Trainer:
                        target_measured_on="greedy evaluation" if self.evaluator else "training episodes",
                        last_evaluation=st["evaluations"][-1] if st["evaluations"] else None,
                        interrupted=interrupted)
-        with open(os.path.join(self.logdir, "summary.json"), "w") as f:
-            json.dump(summary, f, indent=1)
+        engine_summary = getattr(self.worker, "summary", None)
+        if engine_summary is not None:
+            summary.update(engine_summary())
+        self.write_summary(summary)
         plot_learning_curve(os.path.join(self.logdir, "learning_curve.png"), st["episode_steps"],
                             st["episode_returns"], self.target_return,
                             title=f"{self.metadata.get('agent', '')} {self.metadata.get('env', '')}".strip())
         return summary
+
+
+def _jsonable(value):
+    """numpy scalars and arrays in summaries as plain JSON values."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")

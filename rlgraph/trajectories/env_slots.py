@@ -56,6 +56,12 @@ def check_step(owner, step, num_rows, name="step", required=(), reserved=()):
     clash = [k for k in reserved if k in step]
     if clash:
         raise RLGraphError(f"{owner}: {name} must not have the key(s) {clash}: the builder adds them to its output.")
+    if all(type(v) is np.ndarray for v in step.values()):  # A flat dict of arrays (the usual step): no tree walk.
+        for k, v in step.items():
+            if v.ndim == 0 or v.shape[0] != num_rows:
+                raise RLGraphError(f"{owner}: {name}['{k}'] has shape {v.shape}; expected a leading dimension of "
+                                   f"{num_rows} (one row per env id).")
+        return dict(step)
     leaves, spec = optree.tree_flatten(step, is_leaf=lambda x: isinstance(x, list))
     leaves = [np.asarray(leaf) for leaf in leaves]
     for i, leaf in enumerate(leaves):

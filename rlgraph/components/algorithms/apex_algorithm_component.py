@@ -15,6 +15,9 @@ class ApexAlgorithmComponent(DQNAlgorithmComponent):
             with the online network only (it bootstraps from ``max_a Q(s', a)``; actors hold no target
             network), so an actor-only build needs neither memory, target network nor optimizer.
         insert_records_with_priorities(records, priorities): Into the prioritized memory with these priorities.
+        insert_records_with_actor_priorities(records): ``get_actor_priorities`` and
+            ``insert_records_with_priorities`` in one call (an agent whose actor shares the learner's graph:
+            the same priorities, one executor call per batch instead of two); returns the priorities.
     """
 
     default_scope = "apex"
@@ -38,3 +41,9 @@ class ApexAlgorithmComponent(DQNAlgorithmComponent):
     @rlgraph_api
     def insert_records_with_priorities(self, records, priorities):
         return self.memory.insert_records_with_priorities(records, priorities)
+
+    @rlgraph_api
+    def insert_records_with_actor_priorities(self, records):
+        priorities = self.get_actor_priorities(records)
+        self.memory.insert_records_with_priorities(records, priorities)
+        return priorities

@@ -1,0 +1,152 @@
+"""One training run from a config on any engine: what ``rlgraph train`` and the example scripts call."""
+import json
+import logging
+import os
+import time
+
+import numpy as np
+
+from rlgraph.execution.execution_spec import ExecutionSpec
+from rlgraph.utils.errors import RLGraphSpecError
+
+logger = logging.getLogger(__name__)
+
+#: The engines ``train`` runs.
+EXECUTORS = ("local", "ray")
+
+DEFAULT_TRAIN_SPEC = dict(steps=None, seconds=None, target_return=None, stop_at_target=False, eval_episodes=20,
+                          eval_every_steps=None, checkpoint_every_seconds=60.0, chunk_steps=2000)
+
+
+def load_config(path_or_dict, name="config"):
+    """``(config, train_spec)`` of a training config: an agent spec plus ``environment_spec`` and ``train_spec``
+    (a dict or a JSON file)."""
+    from rlgraph.utils.specifiable import load_json
+    config = load_json(path_or_dict, name) if not isinstance(path_or_dict, dict) else dict(path_or_dict)
+    if not isinstance(config, dict) or "type" not in config:
+        raise RLGraphSpecError(f"{name}: a config is a JSON object whose \"type\" names the agent.")
+    if "environment_spec" not in config:
+        raise RLGraphSpecError(f"{name}: environment_spec is missing (e.g. {{\"env_spec\": \"CartPole-v1\", "
+                               f"\"num_envs\": 8}}).")
+    train = dict(DEFAULT_TRAIN_SPEC)
+    unknown = set(config.get("train_spec", {})) - set(DEFAULT_TRAIN_SPEC)
+    if unknown:
+        raise RLGraphSpecError(f"{name}: train_spec has unknown key(s) {sorted(unknown)}; accepted: "
+                               f"{', '.join(DEFAULT_TRAIN_SPEC)}.")
+    train.update(config.get("train_spec", {}))
+    return config, train
+
+
+def env_kwargs_of(config, env_id=None, seed=0, num_envs=None):
+    """The ``VectorEnv`` keywords of a config's ``environment_spec`` (with an overriding id, seed, count)."""
+    spec = dict(config["environment_spec"])
+    if env_id:
+        spec["env_spec"] = env_id
+    if num_envs is not None:
+        spec["num_envs"] = num_envs
+    spec["seed"] = seed
+    return spec
+
+
+def make_vector_env(env_kwargs):
+    """A ``VectorEnv`` from keywords; a wrong keyword is an error naming ``environment_spec``."""
+    from rlgraph.environments import VectorEnv
+    try:
+        return VectorEnv(**env_kwargs)
+    except TypeError as e:
+        raise RLGraphSpecError(f"environment_spec: {e}") from None
+
+
+def make_agent(config, env, backend=None, seed=0, role="local"):
+    from rlgraph.agents import Agent
+    return Agent.from_spec(config, state_space=env.state_space, action_space=env.action_space, backend=backend,
+                           seed=seed, role=role)
+
+
+def make_engine(config, executor="local", env_id=None, backend=None, seed=0, num_actors=None, ray_address=None):
+    """``(engine, learner agent, execution spec)`` for a config: the worker a ``Trainer`` drives.
+
+    ``local`` is a ``VectorWorker`` over the config's environments; ``ray`` a Ray engine (``make_ray_engine``)
+    with ``num_actors`` actor processes on the cluster at ``ray_address`` (or a local one, or the one this
+    process already joined with ``ray.init``). All settings are checked before any process starts.
+    """
+    if executor not in EXECUTORS:
+        raise RLGraphSpecError(f"executor: expected one of {EXECUTORS}, got {executor!r}.")
+    spec = ExecutionSpec.from_config(config, num_actors=num_actors, ray_address=ray_address)
+    kwargs = env_kwargs_of(config, env_id, seed)
+    if executor == "local":
+        env = make_vector_env(kwargs)
+        agent = make_agent(config, env, backend, seed)
+        from rlgraph.workers import VectorWorker
+        return VectorWorker(agent, env), agent, spec
+    # The learner's process needs the spaces only: one environment tells them.
+    probe = make_vector_env(dict(kwargs, num_envs=1))
+    agent = make_agent(config, probe, backend, seed)
+    probe.close()
+    from rlgraph.execution.ray import make_ray_engine
+    return make_ray_engine(config, kwargs, agent, spec, seed), agent, spec
+
+
+def train(config, executor="local", env_id=None, backend=None, steps=None, seconds=None, logdir=None, seed=0,
+          resume=False, num_actors=None, ray_address=None, progress=None, config_name=None):
+    """Trains an agent from a config on an engine; returns the run's summary (also in ``logdir/summary.json``).
+
+    Args:
+        config: A config dict or the path of a JSON config.
+        executor: "local" or "ray".
+        env_id: An environment id overriding the config's.
+        backend: "tf" or "pytorch" (default: the config's, else the default backend).
+        steps, seconds: The budget (default: the config's ``train_spec``, else 100k steps).
+        logdir: Where logs, checkpoints, ``summary.json`` and the learning curve go (default ``runs/...``).
+        seed: The run's seed.
+        resume: Continue from the checkpoint in ``logdir``.
+        num_actors, ray_address: Override the config's ``execution_spec`` (Ray engine).
+        progress: Show a progress bar (default: when stderr is a terminal).
+        config_name: A name for the default logdir (default: the config file's name or its type).
+    """
+    from rlgraph.training import Trainer
+
+    path = config if not isinstance(config, dict) else None
+    config, train_spec = load_config(config)
+    if resume and not logdir:
+        raise RLGraphSpecError("resume needs a logdir (--logdir).")
+    worker, agent, spec = make_engine(config, executor, env_id, backend, seed, num_actors, ray_address)
+    try:
+        if steps is None and seconds is None:
+            steps, seconds = train_spec["steps"], train_spec["seconds"]
+            if steps is None and seconds is None:
+                steps = 100_000
+        name = config_name or (os.path.splitext(os.path.basename(path))[0] if path else config["type"])
+        logdir = logdir or os.path.join("runs", f"{name}-{agent.backend}-{time.strftime('%Y%m%d-%H%M%S')}")
+        env_name = env_id or config["environment_spec"].get("env_spec")
+        metadata = dict(agent=config["type"], config=os.path.abspath(path) if path else None, backend=agent.backend,
+                        env=str(env_name), seed=seed, executor=executor, config_hash=agent.config_hash())
+        processes = getattr(worker, "processes", None)
+        if processes is not None:
+            # Which processes run the engine's parts (monitoring, fault drills).
+            os.makedirs(logdir, exist_ok=True)
+            with open(os.path.join(logdir, "processes.json"), "w") as f:
+                json.dump(dict(learner=os.getpid(), **processes()), f)
+        eval_env = make_vector_env(env_kwargs_of(config, env_id, seed + 10_000,
+                                                 num_envs=min(train_spec["eval_episodes"] or 1, 16)))
+        evaluator = None
+        if train_spec["eval_every_steps"]:
+            evaluator = lambda: worker.evaluate(eval_env, train_spec["eval_episodes"])  # noqa: E731
+        trainer = Trainer(worker, logdir, max_steps=steps, max_seconds=seconds,
+                          target_return=train_spec["target_return"], stop_at_target=train_spec["stop_at_target"],
+                          chunk_steps=train_spec["chunk_steps"],
+                          checkpoint_every_seconds=train_spec["checkpoint_every_seconds"], resume=resume,
+                          metadata=metadata, evaluator=evaluator, eval_every_steps=train_spec["eval_every_steps"],
+                          progress=progress)
+        summary = trainer.train()
+        if train_spec["eval_episodes"] and not summary["interrupted"]:
+            returns = worker.evaluate(eval_env, train_spec["eval_episodes"])
+            summary["eval_mean_return"] = round(float(np.mean(returns)), 3)
+            summary["eval_episodes"] = len(returns)
+            trainer.write_summary(summary)
+        summary["logdir"] = logdir
+        return summary
+    finally:
+        close = getattr(worker, "close", None)
+        if close is not None:
+            close()
