@@ -125,8 +125,10 @@ def train(config, executor="local", env_id=None, backend=None, steps=None, secon
         if processes is not None:
             # Which processes run the engine's parts (monitoring, fault drills).
             os.makedirs(logdir, exist_ok=True)
-            with open(os.path.join(logdir, "processes.json"), "w") as f:
+            tmp = os.path.join(logdir, "processes.json.tmp")
+            with open(tmp, "w") as f:
                 json.dump(dict(learner=os.getpid(), **processes()), f)
+            os.replace(tmp, os.path.join(logdir, "processes.json"))
         eval_env = make_vector_env(env_kwargs_of(config, env_id, seed + 10_000,
                                                  num_envs=min(train_spec["eval_episodes"] or 1, 16)))
         evaluator = None

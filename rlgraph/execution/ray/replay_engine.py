@@ -60,7 +60,8 @@ class RayReplayEngine(RayEngine):
     def _updates_due(self):
         """Updates the replay ratio asks for now minus those made."""
         learner = self.learner
-        if not learner.data_ready():
+        # Learning starts once the learner's schedule allows it and a shard can serve a whole batch.
+        if self._ready_at is None and not (learner.data_ready() and (self.shard_sizes >= self.batch_size).any()):
             return 0
         if self._ready_at is None:
             self._ready_at = learner.timesteps
@@ -97,7 +98,9 @@ class RayReplayEngine(RayEngine):
         learner = self.learner
         while steps < num_env_steps:
             due = self._updates_due()
-            if due - len(self._batches) <= self.spec.max_update_backlog:
+            sampleable = (self.shard_sizes >= self.batch_size).any()
+            # Actors pause while the learner is too far behind (and can catch up: a shard serves batches).
+            if due - len(self._batches) <= self.spec.max_update_backlog or not sampleable:
                 for index in range(self.num_actors):
                     while self._in_flight_of(index) < self.spec.max_samples_in_flight:
                         self._launch(index, self.vector_steps, timesteps=learner.timesteps)
