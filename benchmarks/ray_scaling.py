@@ -96,11 +96,10 @@ def pong_sampling(backend, num_actors_list, seconds):
 
 def rllib_appo(num_runners, num_envs, seconds):
     try:
-        from ray.rllib.algorithms.appo import APPOConfig  # noqa: F401
+        from ray.rllib.algorithms.appo import APPOConfig
     except ImportError:
         return None
     import ray
-    from ray.rllib.algorithms.appo import APPOConfig
     ray.init(include_dashboard=False, log_to_driver=False)
     try:
         algo = (APPOConfig().environment("CartPole-v1")

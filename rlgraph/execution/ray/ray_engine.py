@@ -6,7 +6,6 @@ import time
 
 import numpy as np
 
-from rlgraph.execution.execution_spec import ExecutionSpec
 from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
 
 logger = logging.getLogger(__name__)
@@ -145,13 +144,18 @@ class RayEngine:
         lost = [ref for ref, (i, *_) in self._in_flight.items() if i == index]
         for ref in lost:
             self.env_steps_lost += self._in_flight.pop(ref)[2] * self.envs_per_actor
-        try:
-            self.ray.kill(self.actors[index], no_restart=True)
-        except Exception:  # noqa: BLE001 - it is gone already.
-            pass
+        self.kill(self.actors[index])
         self.actor_restarts += 1
         logger.warning("Ray engine: actor %d %s; replacing it (restart %d).", index, why, self.actor_restarts)
         self.actors[index] = self._make_actor(index)
+
+    def kill(self, *handles):
+        """Ends Ray actor processes for good (those already gone are skipped)."""
+        for handle in handles:
+            try:
+                self.ray.kill(handle, no_restart=True)
+            except Exception:  # noqa: BLE001 - it is gone already.
+                pass
 
     # --- the worker interface -----------------------------------------------------------------------------
     def run(self, num_env_steps):
@@ -198,11 +202,7 @@ class RayEngine:
 
     def close(self):
         """Stops the actors (and the local Ray cluster this engine started)."""
-        for actor in self.actors:
-            try:
-                self.ray.kill(actor, no_restart=True)
-            except Exception:  # noqa: BLE001
-                pass
+        self.kill(*self.actors)
         self._in_flight.clear()
         if self.owns_ray and self.ray.is_initialized():
             self.ray.shutdown()

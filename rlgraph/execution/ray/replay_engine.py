@@ -76,10 +76,7 @@ class RayReplayEngine(RayEngine):
         for table in (self._adds, self._batches, self._priority_updates):
             for ref in [r for r, v in table.items() if (v[0] if isinstance(v, tuple) else v) == k]:
                 table.pop(ref)
-        try:
-            self.ray.kill(self.shards[k], no_restart=True)
-        except Exception:  # noqa: BLE001 - it is gone already.
-            pass
+        self.kill(self.shards[k])
         self.records_lost += int(self.shard_sizes[k])
         self.shard_sizes[k] = 0
         self.shard_restarts += 1
@@ -163,9 +160,5 @@ class RayReplayEngine(RayEngine):
                     replay_records_lost=self.records_lost, replay_size=int(self.shard_sizes.sum()))
 
     def close(self):
-        for shard in self.shards:
-            try:
-                self.ray.kill(shard, no_restart=True)
-            except Exception:  # noqa: BLE001
-                pass
+        self.kill(*self.shards)
         super().close()
