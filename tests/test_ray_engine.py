@@ -197,7 +197,11 @@ def test_replay_engine_keeps_the_replay_ratio_and_writes_priorities_back(local_r
         pending = sum(n for _, n in engine._adds.values())  # inserts still on their way (ordered before size())
         sizes = ray.get([s.size.remote() for s in engine.shards])
         assert sum(sizes) == engine.shard_sizes.sum() + pending > 0
-        # The learner's priorities reached the shards: max priority moved away from the actors' values.
+        # Every update's priorities went back to the shard its batch came from (calls to one actor stay in order,
+        # so stats() sees them all).
+        stats = ray.get([s.stats.remote() for s in engine.shards])
+        assert sum(st["priority_updates"] for st in stats) == engine.updates_made > 0
+        assert sum(st["inserted"] for st in stats) == engine.shard_sizes.sum() + pending
         assert all(np.isfinite(r["loss"]) for r in out["results"]) and "td_errors" not in out["results"][-1]
     finally:
         engine.close()

@@ -27,6 +27,7 @@ class ReplayShard:
         self.buffer = PrioritizedReplayBuffer(int(capacity), alpha=alpha, beta=beta, seed=seed)
         self.treedef = None
         self.inserted = 0
+        self.priority_updates = 0
 
     def pid(self):
         return os.getpid()
@@ -47,6 +48,11 @@ class ReplayShard:
     def size(self):
         return self.buffer.size
 
+    def stats(self):
+        """``size``, ``inserted`` (records ever added), ``priority_updates`` (calls) and ``max_priority``."""
+        return dict(size=self.buffer.size, inserted=self.inserted, priority_updates=self.priority_updates,
+                    max_priority=float(self.buffer.max_priority))
+
     def sample(self, num_records):
         """``(records, indices, importance weights)`` of ``num_records`` records drawn by priority."""
         flat, indices, weights = self.buffer.sample(int(num_records))
@@ -56,3 +62,4 @@ class ReplayShard:
     def update_priorities(self, indices, priorities):
         """Sets the raw priorities (e.g. |TD error| + epsilon) of sampled records."""
         self.buffer.update(indices, priorities)
+        self.priority_updates += 1
