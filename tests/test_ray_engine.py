@@ -58,13 +58,14 @@ def test_execution_spec_must_be_an_object():
 
 def test_unknown_executor_and_unreachable_address_fail_before_any_actor_starts():
     config = config_of("appo_cartpole")
+    was_initialized = ray.is_initialized()  # (another test in this process may have started a local Ray)
     with pytest.raises(RLGraphSpecError, match="executor: expected one of"):
         make_engine(config, executor="spark")
-    assert not ray.is_initialized()
+    assert ray.is_initialized() == was_initialized
     start = time.perf_counter()
     with pytest.raises(RLGraphError, match="Ray address '127.0.0.1:1' does not answer"):
         make_engine(config, executor="ray", backend="pytorch", ray_address="127.0.0.1:1")
-    assert time.perf_counter() - start < 30 and not ray.is_initialized()
+    assert time.perf_counter() - start < 30 and ray.is_initialized() == was_initialized
     with pytest.raises(RLGraphSpecError, match="expected HOST:PORT"):
         make_engine(config, executor="ray", backend="pytorch", ray_address="nowhere")
 
@@ -75,9 +76,10 @@ def test_an_agent_the_engine_does_not_serve_is_refused():
     class Learnerless:
         learner = object()
 
+    was_initialized = ray.is_initialized()
     with pytest.raises(RLGraphSpecError, match="agent type 'mine' .*not supported"):
         make_ray_engine({"type": "mine"}, {}, Learnerless(), ExecutionSpec())
-    assert not ray.is_initialized()
+    assert ray.is_initialized() == was_initialized
 
 
 # --- replay shard and sampler, in this process --------------------------------------------------------------------

@@ -234,11 +234,12 @@ def _init_ray(spec, cpus_needed):
     """Connects to ``spec.ray_address`` or starts a local Ray; True if this call started it (and owns it)."""
     import ray
 
+    if spec.ray_address:
+        _check_address(spec.ray_address)
     if ray.is_initialized():
         return False
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if spec.ray_address:
-        _check_address(spec.ray_address)
         ray.init(address=spec.ray_address, log_to_driver=False, configure_logging=False)
     else:
         ray.init(num_cpus=max(int(np.ceil(cpus_needed)), os.cpu_count() or 1), include_dashboard=False,
