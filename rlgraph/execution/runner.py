@@ -1,6 +1,5 @@
 """One training run from a config on any engine: what ``rlgraph train`` and the example scripts call."""
 import json
-import logging
 import os
 import time
 
@@ -8,8 +7,6 @@ import numpy as np
 
 from rlgraph.execution.execution_spec import ExecutionSpec
 from rlgraph.utils.errors import RLGraphSpecError
-
-logger = logging.getLogger(__name__)
 
 #: The engines ``train`` runs.
 EXECUTORS = ("local", "ray")
