@@ -10,7 +10,7 @@ import numpy as np
 from rlgraph.executors.graph_executor import GraphExecutor
 from rlgraph.spaces import Space
 from rlgraph.utils.backend import get_default_backend, normalize_backend
-from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
+from rlgraph.utils.errors import RLGraphCheckpointError, RLGraphDivergenceError, RLGraphError, RLGraphSpecError
 from rlgraph.utils.specifiable import Specifiable, load_json
 
 logger = logging.getLogger(__name__)
@@ -239,19 +239,31 @@ class Agent(Specifiable):
 
     def store_model(self, path):
         """Stores all variables and the agent's counters in directory ``path``."""
+        from rlgraph.utils.checksums import write_manifest
+        bad = [k for k, v in self.get_weights().items() if not np.all(np.isfinite(v))]
+        if bad:
+            raise RLGraphDivergenceError(f"store_model: weights {bad[:3]} hold NaN or inf (training diverged; the "
+                                         f"usual cause is a learning rate far too high); nothing was written to "
+                                         f"'{path}'.")
         self.executor.store_model(path)
         with open(os.path.join(path, AGENT_FILE), "w") as f:
             json.dump({"agent": type(self).__name__, "backend": self.backend, "config_hash": self.config_hash(),
                        "timesteps": self.timesteps, "updates": self.updates}, f, indent=1)
+        write_manifest(path)
         return path
 
     def load_model(self, path):
         """Restores a model stored by ``store_model``; refuses one of another agent, config or backend."""
+        from rlgraph.utils.checksums import verify_manifest
         meta_path = os.path.join(path, AGENT_FILE)
         if not os.path.isfile(meta_path):
-            raise RLGraphError(f"'{path}' holds no rlgraph agent model ({AGENT_FILE} missing).")
-        with open(meta_path) as f:
-            meta = json.load(f)
+            raise RLGraphCheckpointError(f"'{path}' holds no rlgraph agent model ({AGENT_FILE} missing).")
+        verify_manifest(path)
+        try:
+            with open(meta_path) as f:
+                meta = json.load(f)
+        except (OSError, ValueError) as e:
+            raise RLGraphCheckpointError(f"'{meta_path}' cannot be read: {e}") from None
         if meta.get("agent") != type(self).__name__:
             raise RLGraphError(f"Model in '{path}' belongs to a {meta.get('agent')}, not a {type(self).__name__}.")
         if meta.get("backend") != self.backend:
@@ -259,7 +271,13 @@ class Agent(Specifiable):
                                f"'{self.backend}'.")
         if meta.get("config_hash") != self.config_hash():
             raise RLGraphError(f"Model in '{path}' was stored by an agent with another config (or other spaces).")
-        self.executor.load_model(path)
+        try:
+            self.executor.load_model(path)
+        except RLGraphError:
+            raise
+        except Exception as e:  # A backend's own error about a file it cannot read.
+            raise RLGraphCheckpointError(f"The model in '{path}' cannot be loaded: {type(e).__name__}: "
+                                         f"{str(e).splitlines()[0] if str(e) else ''}") from None
         timesteps, updates = int(meta.get("timesteps", 0)), int(meta.get("updates", 0))
         for role in (self.actor, self.learner):
             if role is not None:

@@ -29,7 +29,8 @@ def plot_learning_curve(path, env_steps, returns, target_return=None, title="", 
     ax.set_ylabel("return")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
+    if ax.get_legend_handles_labels()[1]:
+        ax.legend(loc="lower right")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

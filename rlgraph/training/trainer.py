@@ -2,19 +2,17 @@
 import json
 import logging
 import os
-import shutil
 import sys
 import time
 from collections import deque
 
 import numpy as np
 
+from rlgraph.training.checkpoint_store import CheckpointStore
 from rlgraph.training.learning_curve import plot_learning_curve
-from rlgraph.utils.errors import RLGraphError
+from rlgraph.utils.errors import RLGraphDivergenceError, RLGraphError
 
 logger = logging.getLogger(__name__)
-
-STATE_FILE = "trainer_state.json"
 
 
 class Trainer:
@@ -35,19 +33,23 @@ class Trainer:
             count it is reached are recorded.
         stop_at_target: Stop as soon as the target is reached.
         chunk_steps: Environment steps per ``worker.run`` call (the granularity of logging and stopping).
-        checkpoint_every_seconds: How often to write a checkpoint.
+        checkpoint_every_seconds: How often to write a checkpoint (see ``CheckpointStore``: a checkpoint counts
+            only once completely written; a run that fails writes none, so the last good one stays current).
         resume: Continue from the checkpoint in ``logdir`` (step counts, returns and model).
+        overwrite: Start a new run in a ``logdir`` that holds a checkpoint (without it, that is refused).
+        keep_checkpoints: How many checkpoints to keep.
         metadata: Written into ``summary.json`` (e.g. agent type, backend, environment id).
         progress: Show a live progress bar (default: when stderr is a terminal).
         evaluator: A callable returning the returns of greedy evaluation episodes. With it, the target counts
-            as reached when an evaluation's mean return reaches it (instead of the training episodes').
+            as reached when an evaluation's mean return reaches it (instead of the training episodes'); an
+            evaluation that reaches it is confirmed by a second one, and the mean over both must reach it.
         eval_every_steps: Run the evaluator every this many environment steps (its time counts as training
             time, so that time-to-target figures are honest).
     """
 
     def __init__(self, worker, logdir, max_steps=None, max_seconds=None, target_return=None, stop_at_target=False,
                  chunk_steps=1000, checkpoint_every_seconds=60.0, resume=False, metadata=None, progress=None,
-                 evaluator=None, eval_every_steps=None):
+                 evaluator=None, eval_every_steps=None, overwrite=False, keep_checkpoints=3):
         if max_steps is None and max_seconds is None:
             raise RLGraphError("Trainer needs max_steps or max_seconds.")
         self.worker = worker
@@ -65,41 +67,44 @@ class Trainer:
         if evaluator is not None and not eval_every_steps:
             raise RLGraphError("Trainer: an evaluator needs eval_every_steps.")
         self.checkpoint_dir = os.path.join(logdir, "checkpoint")
+        self.checkpoints = CheckpointStore(logdir, keep_checkpoints)
         self.state = dict(env_steps=0, wall_seconds=0.0, episodes=0, episode_steps=[], episode_returns=[],
                           seconds_to_target=None, steps_to_target=None, updates=0, evaluations=[],
                           last_eval_step=0)
-        os.makedirs(logdir, exist_ok=True)
+        try:
+            os.makedirs(logdir, exist_ok=True)
+        except OSError as e:
+            raise RLGraphError(f"logdir '{logdir}' cannot be created: {e.strerror or e}.") from None
+        self.resumed = bool(resume)
+        self.nothing_trained = None
         if resume:
             self._load_checkpoint()
+        elif self.checkpoints.exists() and not overwrite:
+            raise RLGraphError(f"logdir '{logdir}' already holds a checkpoint of an earlier run: continue it with "
+                               f"--resume, or start over in it with --overwrite (or choose another --logdir).")
 
     # --- checkpoints ------------------------------------------------------------------------------------
     def _load_checkpoint(self):
-        state_path = os.path.join(self.checkpoint_dir, STATE_FILE)
-        if not os.path.isfile(state_path):
-            raise RLGraphError(f"--resume: no checkpoint in '{self.checkpoint_dir}'.")
-        with open(state_path) as f:
-            state = json.load(f)
-        if state.get("metadata", {}).get("config_hash") != self.metadata.get("config_hash"):
-            raise RLGraphError(f"--resume: the checkpoint in '{self.checkpoint_dir}' was written for another "
-                               f"config; start a new logdir or use the same config.")
-        self.worker.load(os.path.join(self.checkpoint_dir, "model"))
+        found = self.checkpoints.latest()
+        if found is None:
+            raise RLGraphError(f"--resume: no checkpoint in '{self.logdir}'.")
+        path, state = found
+        theirs = state.get("metadata", {})
+        if theirs.get("config_hash") != self.metadata.get("config_hash"):
+            raise RLGraphError(f"--resume: the checkpoint in '{path}' was written for another config; start a new "
+                               f"logdir or use the same config.")
+        for key, what in (("environment", "environment_spec (or --env)"), ("backend", "backend")):
+            if key in theirs and key in self.metadata and theirs[key] != self.metadata[key]:
+                raise RLGraphError(f"--resume: the checkpoint in '{path}' was written with another {what}: "
+                                   f"{theirs[key]!r}, this run has {self.metadata[key]!r}.")
+        self.worker.load(os.path.join(path, "model"))
         self.state.update(state["state"])
-        logger.info("Resumed from %s at %d env steps.", self.checkpoint_dir, self.state["env_steps"])
+        logger.info("Resumed from %s at %d env steps.", path, self.state["env_steps"])
 
     def save_checkpoint(self):
-        """Writes model and counters to a temporary directory, then swaps it in (a crash keeps the old one)."""
-        tmp = self.checkpoint_dir + ".tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        os.makedirs(tmp)
-        self.worker.store(os.path.join(tmp, "model"))
-        with open(os.path.join(tmp, STATE_FILE), "w") as f:
-            json.dump({"state": self.state, "metadata": self.metadata}, f)
-        old = self.checkpoint_dir + ".old"
-        shutil.rmtree(old, ignore_errors=True)
-        if os.path.isdir(self.checkpoint_dir):
-            os.rename(self.checkpoint_dir, old)
-        os.rename(tmp, self.checkpoint_dir)
-        shutil.rmtree(old, ignore_errors=True)
+        """Writes model and counters as a new checkpoint (``CheckpointStore.save``); the previous one stays
+        current until the new one is complete."""
+        return self.checkpoints.save(self.worker.store, {"state": self.state, "metadata": self.metadata})
 
     # --- the run ------------------------------------------------------------------------------------------
     def mean_return(self, last=100):
@@ -125,6 +130,14 @@ class Trainer:
         bar = tqdm(total=self.max_steps, initial=self.state["env_steps"], unit="step", disable=not self.progress,
                    dynamic_ncols=True, mininterval=0.5)
         interrupted = False
+        if self._done(time.perf_counter() - start):
+            reason = ("it already reached its target at step %d" % self.state["steps_to_target"]
+                      if self.stop_at_target and self.state["steps_to_target"] is not None else
+                      "its budget is already spent (%d env steps, %.0f s)" % (self.state["env_steps"],
+                                                                          self.state["wall_seconds"]))
+            logger.warning("Nothing to train in %s: %s. Raise --steps/--seconds (or set train_spec.stop_at_target "
+                           "to false) to train on.", self.logdir, reason)
+            self.nothing_trained = reason
         try:
             while not self._done(time.perf_counter() - start):
                 chunk = self.chunk_steps
@@ -154,16 +167,51 @@ class Trainer:
         except KeyboardInterrupt:
             interrupted = True
             logger.warning("Interrupted: writing a checkpoint to %s.", self.checkpoint_dir)
-        finally:
+        except Exception as e:
+            # A failing run writes no checkpoint: the last good one stays current.
             bar.close()
+            writer.close()
+            self._raise_if_diverged(e)
+            raise
+        bar.close()
+        try:
             self.state["wall_seconds"] = time.perf_counter() - start
             self.save_checkpoint()
+        finally:
             writer.close()
         return self._finish(interrupted)
+
+    def _checkpoint_note(self):
+        if self.checkpoints.exists():
+            return f"No checkpoint was written; the last good one in '{self.logdir}' stays current."
+        return "No checkpoint was written."
+
+    def _raise_if_diverged(self, error):
+        """Turns an error of a run whose weights went non-finite into one that names the likely cause."""
+        if isinstance(error, RLGraphDivergenceError):
+            return
+        agent = getattr(self.worker, "agent", None)
+        try:
+            weights = agent.get_weights() if agent is not None else {}
+            bad = [k for k, v in weights.items() if not np.all(np.isfinite(np.asarray(v, dtype=np.float64)))]
+        except Exception:  # (The agent may be in no state to answer; the original error stands.)
+            return
+        if bad:
+            raise RLGraphDivergenceError(
+                f"training diverged at env step {self.state['env_steps']}: weights {bad[:3]} hold NaN or inf "
+                f"(then: {type(error).__name__}: {error}). The usual cause is a learning rate far too high "
+                f"(optimizer_spec.learning_rate). {self._checkpoint_note()}") from error
 
     def _record(self, out, writer, start):
         st = self.state
         st["env_steps"] += int(out["env_steps"])
+        for i, result in enumerate(out["results"]):
+            for key, value in result.items():
+                if "loss" in key and not _finite(value):
+                    raise RLGraphDivergenceError(
+                        f"training diverged at update {st['updates'] + i + 1} (env step {st['env_steps']}): "
+                        f"{key} is {value!r}. The usual cause is a learning rate far too high "
+                        f"(optimizer_spec.learning_rate). {self._checkpoint_note()}")
         st["updates"] += len(out["results"])
         for ret, length in out["episodes"]:
             st["episodes"] += 1
@@ -184,8 +232,12 @@ class Trainer:
 
     def _evaluate(self, writer, start):
         st = self.state
-        returns = self.evaluator()
+        returns = list(self.evaluator())
         mean = float(np.mean(returns))
+        if self.target_return is not None and st["steps_to_target"] is None and mean >= self.target_return:
+            # Confirm with as many episodes again: a lucky estimate of a marginal policy must not count.
+            returns += list(self.evaluator())
+            mean = float(np.mean(returns))
         st["last_eval_step"] = st["env_steps"]
         st["evaluations"].append((st["env_steps"], round(time.perf_counter() - start, 3), mean))
         writer.add_scalar("evaluation/mean_return", mean, st["env_steps"])
@@ -210,6 +262,8 @@ class Trainer:
                        target_measured_on="greedy evaluation" if self.evaluator else "training episodes",
                        last_evaluation=st["evaluations"][-1] if st["evaluations"] else None,
                        interrupted=interrupted)
+        if self.nothing_trained:
+            summary["nothing_trained"] = self.nothing_trained
         engine_summary = getattr(self.worker, "summary", None)
         if engine_summary is not None:
             summary.update(engine_summary())
@@ -218,6 +272,13 @@ class Trainer:
                             st["episode_returns"], self.target_return,
                             title=f"{self.metadata.get('agent', '')} {self.metadata.get('env', '')}".strip())
         return summary
+
+
+def _finite(value):
+    try:
+        return bool(np.all(np.isfinite(np.asarray(value, dtype=np.float64))))
+    except (TypeError, ValueError):
+        return True
 
 
 def _jsonable(value):

@@ -14,7 +14,16 @@ class RLGraphSpaceError(RLGraphError, ValueError):
 
 
 class RLGraphSpecError(RLGraphError, ValueError):
-    """A spec (dict, JSON file, type name) cannot be turned into an object: unknown type or key, bad value."""
+    """A spec (dict, JSON file, type name) cannot be turned into an object: unknown type or key, bad value.
+
+    ``key`` (the argument or spec key, relative to the object being built) and ``reason`` (the message without
+    its "<where>: " prefix) are set by ``rlgraph.utils.validation``, so that ``Specifiable.from_spec`` can
+    restate the error under the full config path (``agent.optimizer_spec.learning_rate: ...``).
+    """
+
+    def __init__(self, message, key=None, reason=None):
+        super().__init__(message)
+        self.key, self.reason = key, reason
 
 
 class RLGraphAPIError(RLGraphError, AttributeError):
@@ -35,3 +44,11 @@ class RLGraphBackendError(RLGraphError, ImportError):
 
 class RLGraphRuntimeError(RLGraphError, RuntimeError):
     """An executed API method failed a run-time check (e.g. a memory asked for more records than it holds)."""
+
+
+class RLGraphCheckpointError(RLGraphError):
+    """A stored model or checkpoint is missing, incomplete or damaged, or does not fit the run."""
+
+
+class RLGraphDivergenceError(RLGraphError, FloatingPointError):
+    """Training produced non-finite losses or weights (e.g. a learning rate far too high)."""

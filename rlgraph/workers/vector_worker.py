@@ -1,6 +1,8 @@
 """Runs one agent against a vector of environments in one process."""
 import logging
 
+import numpy as np
+
 from rlgraph.utils.errors import RLGraphError
 
 logger = logging.getLogger(__name__)
@@ -55,22 +57,36 @@ class VectorWorker:
         return dict(env_steps=steps, episodes=env.pop_finished_episodes(), results=results)
 
     def evaluate(self, env, num_episodes):
-        """Returns of the greedy policy over ``num_episodes`` episodes of the vector env ``env``."""
-        returns = []
+        """Returns of the greedy policy over ``num_episodes`` episodes of the vector env ``env``.
+
+        Each environment contributes a fixed number of its first episodes (``num_episodes`` spread evenly over
+        the environments), so the estimate is unbiased: taking the first episodes to finish over all
+        environments would favour short episodes.
+        """
+        if isinstance(num_episodes, bool) or not isinstance(num_episodes, (int, np.integer)) or num_episodes < 1:
+            raise RLGraphError(f"evaluate: num_episodes must be an int >= 1, got {num_episodes!r}.")
+        quota = np.full(env.num_envs, num_episodes // env.num_envs, np.int64)
+        quota[:num_episodes % env.num_envs] += 1
+        taken = np.zeros(env.num_envs, np.int64)
+        returns = [[] for _ in range(env.num_envs)]
         obs = env.reset()
         states = None
         env.pop_finished_episodes()
-        limit = num_episodes * 100000
+        limit = int(quota.max()) * 100000
         steps = 0
-        while len(returns) < num_episodes:
+        while (taken < quota).any():
             actions, extras = self.agent.get_actions(obs, explore=False, internal_states=states, return_extras=True)
             obs, rewards, terminals, truncations = env.step(actions)
             states = self.agent.next_internal_states(extras, rewards, terminals | truncations)
-            returns.extend(r for r, _ in env.pop_finished_episodes())
+            # One step's finished episodes come in the order of ``finished_env_ids``.
+            for env_id, (ret, _) in zip(env.finished_env_ids.tolist(), env.pop_finished_episodes()):
+                if taken[env_id] < quota[env_id]:
+                    returns[env_id].append(ret)
+                    taken[env_id] += 1
             steps += 1
             if steps > limit:
                 raise RLGraphError("evaluate: episodes do not end.")
-        return returns[:num_episodes]
+        return [ret for env_returns in returns for ret in env_returns]
 
     def store(self, path):
         self.agent.store_model(path)
