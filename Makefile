@@ -12,7 +12,7 @@ $(STAMP): setup.py pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install torch==2.13.0
-	$(PY) -m pip install -e ".[tf,pytorch,gym,ray,test]"
+	$(PY) -m pip install -e ".[tf,pytorch,gym,ray,tensorboard,test]"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -5,6 +5,7 @@ EXTRAS = {
     "pytorch": ["torch==2.13.0"],
     "ray": ["ray[default]==2.60.*"],
     "gym": ["gymnasium>=1.0,<2", "ale-py>=0.10", "opencv-python-headless>=4.8"],
+    "tensorboard": ["tensorboard>=2.18"],
     "test": ["pytest>=8", "pytest-xdist>=3", "pytest-timeout>=2"],
 }
 EXTRAS["all"] = sorted({d for k, v in EXTRAS.items() if k != "test" for d in v})
@@ -18,8 +19,9 @@ setup(
     install_requires=["numpy>=2,<3", "optree>=0.13", "gymnasium>=1.0,<2", "tqdm>=4.66", "tensorboardX>=2.6",
                       "matplotlib>=3.8"],
     extras_require=EXTRAS,
+    # No "pytest11" entry point: rlgraph's pytest plugin is opt-in (``pytest_plugins`` in a conftest.py), so
+    # that installing rlgraph changes no other project's test suite.
     entry_points={
         "console_scripts": ["rlgraph=rlgraph.cli:main"],
-        "pytest11": ["rlgraph=rlgraph.tests.pytest_plugin"],
     },
 )

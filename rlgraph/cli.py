@@ -15,7 +15,8 @@ def _train(args):
     from rlgraph.execution.runner import train
     summary = train(args.config, executor=args.executor, env_id=args.env, backend=args.backend, steps=args.steps,
                     seconds=args.seconds, logdir=args.logdir, seed=args.seed, resume=args.resume,
-                    num_actors=args.num_actors, ray_address=args.ray_address)
+                    overwrite=args.overwrite,
+                    num_actors=args.num_actors, ray_address=args.ray_address, transport=args.transport)
     logdir = summary.pop("logdir")
     print(json.dumps(summary, indent=1))
     print(f"Logs, checkpoint, summary.json and learning_curve.png in {logdir}")
@@ -23,16 +24,25 @@ def _train(args):
 
 
 def _evaluate(args):
+    from rlgraph.utils.errors import RLGraphError
     from rlgraph.execution.runner import env_kwargs_of, load_config, make_agent, make_vector_env
     from rlgraph.workers import VectorWorker
     config, _ = load_config(args.config)
     env = make_vector_env(env_kwargs_of(config, args.env, args.seed, num_envs=min(args.episodes, 16)))
     agent = make_agent(config, env, args.backend, args.seed)
+    from rlgraph.training.checkpoint_store import CheckpointStore
     path = args.checkpoint
-    if os.path.isdir(os.path.join(path, "checkpoint", "model")):
-        path = os.path.join(path, "checkpoint", "model")
+    store = CheckpointStore(path)
+    if store.exists():
+        # A run's logdir: its newest checkpoint that passes its checksums.
+        found = store.latest()
+        if found is None:
+            raise RLGraphError(f"--checkpoint '{path}' holds no complete checkpoint.")
+        path = os.path.join(found[0], "model")
     elif os.path.isdir(os.path.join(path, "model")):
         path = os.path.join(path, "model")
+    elif not os.path.isdir(path):
+        raise RLGraphError(f"--checkpoint '{path}' is not a directory (a run's logdir or a stored model).")
     agent.load_model(path)
     returns = VectorWorker(agent, env, learn=False).evaluate(env, args.episodes)
     print(json.dumps(dict(mean_return=float(np.mean(returns)), episodes=len(returns),
@@ -109,19 +119,25 @@ def main(argv=None):
     train.add_argument("config", help="e.g. configs/dqn_cartpole.json")
     train.add_argument("--env", default=None, help="environment id overriding the config's")
     train.add_argument("--backend", choices=["tf", "pytorch"], default=None)
-    train.add_argument("--executor", choices=["local", "ray"], default="local",
+    train.add_argument("--executor", choices=["local", "ray", "central"], default="local",
                        help="execution engine (local: one process, vectorized environments; ray: actor "
-                            "processes on a Ray cluster, the learner here)")
+                            "processes on a Ray cluster, the learner here; central: backend-free actor "
+                            "processes, batched inference and learning here)")
     train.add_argument("--num-actors", type=int, default=None,
                        help="actor processes (overrides execution_spec.num_actors)")
     train.add_argument("--ray-address", default=None,
                        help="Ray cluster HOST:PORT to join (default: start a local one)")
+    train.add_argument("--transport", choices=["shm", "grpc"], default=None,
+                       help="central executor: how actors reach the inference server (overrides "
+                            "execution_spec.transport; default shm)")
     budget = train.add_mutually_exclusive_group()
     budget.add_argument("--steps", type=int, default=None, help="environment steps to train for")
     budget.add_argument("--seconds", type=float, default=None, help="wall seconds to train for")
     train.add_argument("--logdir", default=None, help="directory for logs and checkpoints (default runs/...)")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--resume", action="store_true", help="continue from the checkpoint in --logdir")
+    train.add_argument("--overwrite", action="store_true",
+                       help="start a new run in a --logdir that holds an earlier run's checkpoint")
 
     evaluate = sub.add_parser("evaluate", help="mean return of the greedy policy of a checkpoint")
     evaluate.add_argument("config")

@@ -80,6 +80,14 @@ class Actor:
         """Sets the counters after a model was loaded (a stored model's weights are the learner's ``updates``)."""
         self.timesteps, self.weights_version = int(timesteps), int(updates)
 
+    def get_state(self):
+        """The actor's run state (its env steps drive the exploration schedule), for ``set_state``."""
+        return dict(timesteps=int(self.timesteps), weights_version=int(self.weights_version))
+
+    def set_state(self, state):
+        """Restores what ``get_state`` returned."""
+        self.timesteps, self.weights_version = int(state["timesteps"]), int(state["weights_version"])
+
     def require_extras(self, extras, keys):
         """Raises a clear error if ``extras`` lacks any of ``keys`` (what ``get_actions`` returned)."""
         missing = [k for k in keys if k not in extras]

@@ -7,11 +7,13 @@ import os
 
 import numpy as np
 
+from rlgraph.agents.step_check import StepCheck
 from rlgraph.executors.graph_executor import GraphExecutor
 from rlgraph.spaces import Space
 from rlgraph.utils.backend import get_default_backend, normalize_backend
 from rlgraph.utils.errors import RLGraphCheckpointError, RLGraphDivergenceError, RLGraphError, RLGraphSpecError
 from rlgraph.utils.specifiable import Specifiable, load_json
+from rlgraph.utils.validation import Int, Number, check, check_spec, spec_error
 
 logger = logging.getLogger(__name__)
 
@@ -53,12 +55,17 @@ class Agent(Specifiable):
         device: The device of the root component (e.g. "cpu", "gpu:0").
         name: A name for logs.
         role: "local", "actor" or "learner" (see above).
+        device_strategy: How the executor places the learner's graph on devices (not used by an actor-only
+            build): None (one device) or ``{"type": "multi_device_sync", "devices": ["gpu:0", "gpu:1"]}``,
+            one tower per device on a slice of each update batch, gradients averaged, one step
+            (``rlgraph.executors.multi_device_sync``). ``from_spec`` reads it from a config's
+            ``execution_spec`` (``"device_strategy"`` and ``"devices"``).
     """
 
     #: Keys of a training config that belong to the run, not to the agent; ``from_spec`` leaves them out.
     RUN_KEYS = ("environment_spec", "train_spec", "execution_spec", "description")
     #: Agent arguments that do not change what a stored model means (left out of ``config_hash``).
-    RUNTIME_KEYS = ("backend", "seed", "device", "name", "role")
+    RUNTIME_KEYS = ("backend", "seed", "device", "name", "role", "device_strategy")
     #: The role classes (subclasses set them).
     actor_class = None
     learner_class = None
@@ -66,17 +73,15 @@ class Agent(Specifiable):
     actor_api_methods = ()
 
     def __init__(self, state_space, action_space, backend=None, seed=0, discount=0.99, preprocessing_spec=None,
-                 network_spec=None, optimizer_spec=None, device=None, name=None, role="local"):
+                 network_spec=None, optimizer_spec=None, device=None, name=None, role="local", device_strategy=None):
         if role not in ROLES:
             raise RLGraphSpecError(f"{type(self).__name__}.role: expected one of {ROLES}, got {role!r}.")
         self.role = role
         self.state_space = _to_space(state_space, "state_space").strip_ranks()
         self.action_space = _to_space(action_space, "action_space").strip_ranks()
         self.backend = normalize_backend(backend or get_default_backend())
-        self.seed = int(seed)
-        if not 0.0 <= float(discount) <= 1.0:
-            raise RLGraphSpecError(f"{type(self).__name__}.discount: expected a number in [0, 1], got {discount!r}.")
-        self.discount = float(discount)
+        self.seed = check(type(self).__name__, "seed", seed, Int(min=0))
+        self.discount = check(type(self).__name__, "discount", discount, Number(min=0.0, max=1.0))
         self.preprocessing_spec = preprocessing_spec
         self.network_spec = network_spec
         self.optimizer_spec = optimizer_spec or {"type": "adam", "learning_rate": 1e-3}
@@ -87,19 +92,22 @@ class Agent(Specifiable):
         self.executor = GraphExecutor.create(backend=self.backend, root_component=self.root,
                                              input_spaces=input_spaces, action_space=self.action_space,
                                              seed=self.seed, device=device,
-                                             api_methods=self.actor_api_methods if role == "actor" else None)
+                                             api_methods=self.actor_api_methods if role == "actor" else None,
+                                             device_strategy=None if role == "actor" else device_strategy)
         self.actor = self.actor_class(self) if role != "learner" else None
         self.learner = self.learner_class(self) if role != "actor" else None
         self.builder = self.make_trajectory_builder() if role == "local" else None
+        self._step_check = None  # Checks observe()'s arguments (built on first use).
 
     # --- construction -------------------------------------------------------------------------------------
     @classmethod
     def from_spec(cls, spec=None, state_space=None, action_space=None, _path=None, **overrides):
         """Builds an agent from a dict or JSON config whose ``"type"`` names it ("dqn", "apex", ...).
 
-        Run keys (``environment_spec``, ``train_spec``, ``execution_spec``) are ignored here; every other key
-        must be an argument of the agent. ``overrides`` replace config values (e.g. ``backend="pytorch"``,
-        ``role="actor"``).
+        Run keys (``environment_spec``, ``train_spec``, ``execution_spec``) are ignored here, except the
+        device strategy of ``execution_spec`` (``"device_strategy"``, ``"devices"``), which becomes the
+        agent's ``device_strategy``; every other key must be an argument of the agent. ``overrides`` replace
+        config values (e.g. ``backend="pytorch"``, ``role="actor"``).
         """
         path = _path or "agent"
         if isinstance(spec, (str, os.PathLike)):
@@ -107,6 +115,9 @@ class Agent(Specifiable):
         if not isinstance(spec, dict):
             raise RLGraphSpecError(f"{path}: expected a config dict or JSON file, got {spec!r}.")
         config = {k: v for k, v in copy.deepcopy(spec).items() if k not in cls.RUN_KEYS}
+        strategy = _device_strategy_of(spec.get("execution_spec"), path)
+        if strategy is not None and "device_strategy" not in config:
+            config["device_strategy"] = strategy
         config.update({k: v for k, v in overrides.items() if v is not None})
         if state_space is not None:
             config["state_space"] = state_space
@@ -163,15 +174,20 @@ class Agent(Specifiable):
 
         Args:
             states, actions, rewards, next_states, terminals, truncations: The step (``next_states`` is
-                ``env.final_obs``, so that truncated episodes bootstrap from their final observation).
+                ``env.final_obs``, so that truncated episodes bootstrap from their final observation). Checked
+                at the call (``rlgraph.agents.step_check.StepCheck``): a bad argument raises an
+                ``RLGraphSpaceError`` and changes nothing.
             env_ids: The environments' ids (default: the row positions 0..N-1).
             **extras: What ``get_actions(..., return_extras=True)`` returned for this step.
         """
         actor, learner = self._role("actor", "observe"), self._role("learner", "observe")
-        terminals = np.asarray(terminals, bool)
-        truncations = np.zeros_like(terminals) if truncations is None else np.asarray(truncations, bool)
+        if self._step_check is None:
+            self._step_check = StepCheck(self.name, self.state_space, self.action_space)
+        # Checked first: a bad argument raises here and leaves the builder, memory and counters as they were.
+        states, actions, rewards, next_states, terminals, truncations, env_ids = self._step_check.check(
+            states, actions, rewards, next_states, terminals, truncations, env_ids, extras)
         step = actor.make_step(states, actions, rewards, next_states, terminals, truncations, extras)
-        ids = np.arange(len(terminals)) if env_ids is None else np.asarray(env_ids)
+        ids = np.arange(len(terminals)) if env_ids is None else env_ids
         items = self.builder.add(ids, step)
         learner.observe_env_steps(len(terminals))
         if items is not None:
@@ -284,12 +300,85 @@ class Agent(Specifiable):
                 role.restore_counters(timesteps, updates)
         self.reset()
 
+    # --- run state (exact resume) ------------------------------------------------------------------------
+    def get_run_state(self, include_replay=True):
+        """What the agent's future depends on besides its variables, for ``set_run_state``.
+
+        Args:
+            include_replay: Include the replay memory's contents (False: a resumed learner starts with an empty
+                memory and refills it before it learns again; for replays of many GB).
+
+        Returns:
+            A nested dict of numpy arrays and JSON scalars: the state its components keep outside backend
+            variables (replay memories with their priority trees and sampling generators, queues), the
+            trajectory builder's partial trajectories, the roles' counters and schedules, and the backend's
+            random-number state (``GraphExecutor.get_rng_state``).
+        """
+        from rlgraph.components.memories.memory import Memory
+        components = {}
+        for component in self.root.get_all_sub_components(include_self=True):
+            if not include_replay and isinstance(component, Memory):
+                continue
+            state = component.get_state()
+            if state is not None:
+                components[component.global_scope] = state
+        return dict(agent=type(self).__name__, role=self.role, components=components,
+                    builder=None if self.builder is None else self.builder.get_state(),
+                    actor=None if self.actor is None else self.actor.get_state(),
+                    learner=None if self.learner is None else self.learner.get_state(),
+                    backend_rng=self.executor.get_rng_state(), replay=bool(include_replay))
+
+    def set_run_state(self, state):
+        """Restores what ``get_run_state`` returned (after ``load_model``, whose counters it replaces).
+
+        Raises:
+            RLGraphCheckpointError: The state is of another agent or role, or does not fit this agent's graph.
+        """
+        where = f"{self.name}: the stored run state"
+        if not isinstance(state, dict) or state.get("agent") != type(self).__name__ or state.get("role") != self.role:
+            found = (state.get("agent"), state.get("role")) if isinstance(state, dict) else type(state).__name__
+            raise RLGraphCheckpointError(f"{where} belongs to {found}, not to a {type(self).__name__} with "
+                                         f"role '{self.role}'.")
+        by_scope = {c.global_scope: c for c in self.root.get_all_sub_components(include_self=True)}
+        try:
+            unknown = [scope for scope in state["components"] if scope not in by_scope]
+            if unknown:
+                raise KeyError(f"no components {unknown[:3]} in this graph")
+            for scope, component_state in state["components"].items():
+                by_scope[scope].set_state(component_state)
+            for name in ("builder", "actor", "learner"):
+                part = self.builder if name == "builder" else getattr(self, name)
+                if part is not None and state[name] is not None:
+                    part.set_state(state[name])
+            self.executor.set_rng_state(state["backend_rng"])
+            if not state.get("replay", True) and self.learner is not None:
+                self.learner.forget_replay()
+        except RLGraphCheckpointError:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError, RLGraphError) as e:
+            raise RLGraphCheckpointError(f"{where} does not fit: {type(e).__name__}: {e}") from None
+
     def terminate(self):
         self.executor.terminate()
 
     def __repr__(self):
         return f"{type(self).__name__}(role={self.role}, backend={self.backend}, " \
                f"state_space={self.state_space!r}, action_space={self.action_space!r})"
+
+
+def _device_strategy_of(execution_spec, path):
+    """The ``device_strategy`` agent argument from a config's ``execution_spec`` (None: not set there)."""
+    if not isinstance(execution_spec, dict) or execution_spec.get("device_strategy") is None:
+        if isinstance(execution_spec, dict) and execution_spec.get("devices") is not None:
+            raise RLGraphSpecError(f"{path}.execution_spec.devices: devices need a device_strategy (e.g. "
+                                   f"\"multi_device_sync\").")
+        return None
+    strategy = execution_spec["device_strategy"]
+    if isinstance(strategy, str):
+        strategy = {"type": strategy}
+        if execution_spec.get("devices") is not None:
+            strategy["devices"] = execution_spec["devices"]
+    return strategy
 
 
 def _to_space(space, where):
@@ -309,22 +398,16 @@ def batch_size_of(states):
 
 def check_positive_int(owner, key, value, minimum=1):
     """``value`` if it is an int >= ``minimum``, else an RLGraphSpecError naming ``owner.key``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        what = "a positive int" if minimum == 1 else f"an int >= {minimum}"
-        raise RLGraphSpecError(f"{owner}.{key}: expected {what}, got {value!r}.")
-    return value
+    return check(owner, key, value, Int(min=minimum))
 
 
 def check_update_spec(owner, spec, defaults):
     """The ``update_spec`` of a replay agent: ``defaults`` updated by ``spec``, every key known and an int >= 1
     (``steps_before_update`` >= 0)."""
+    schema = {key: Int(min=0 if key == "steps_before_update" else 1) for key in defaults}
     if spec is not None and not isinstance(spec, dict):
-        raise RLGraphSpecError(f"{owner}.update_spec: expected a dict, got {spec!r}.")
-    unknown = set(spec or {}) - set(defaults)
-    if unknown:
-        raise RLGraphSpecError(f"{owner}.update_spec: unknown key(s) {sorted(unknown)}; accepted: "
-                               f"{', '.join(defaults)}.")
-    out = dict(defaults, **(spec or {}))
-    for key, value in out.items():
-        check_positive_int(owner, f"update_spec.{key}", value, 0 if key == "steps_before_update" else 1)
-    return out
+        raise spec_error(owner, "update_spec", f"expected a dict, got {spec!r}.")
+    try:
+        return check_spec(spec, schema, "update_spec", defaults=defaults)
+    except RLGraphSpecError as e:
+        raise spec_error(owner, e.key and f"update_spec.{e.key}", e.reason) from None

@@ -6,6 +6,7 @@ from rlgraph.components.algorithms.dqn_algorithm_component import DQNAlgorithmCo
 from rlgraph.spaces import BoolBox, Dict, FloatBox, IntBox
 from rlgraph.trajectories import NStepBuilder
 from rlgraph.utils.errors import RLGraphSpecError
+from rlgraph.utils.validation import Bool, check_args
 
 DEFAULT_UPDATE_SPEC = dict(batch_size=64, update_interval=4, updates_per_interval=1, steps_before_update=1000,
                            sync_interval=500)
@@ -42,7 +43,9 @@ class DQNAgent(Agent):
         self.exploration_spec = exploration_spec or {"epsilon_spec": ["linear", 1.0, 0.05]}
         self.update_spec = check_update_spec(type(self).__name__, update_spec, DEFAULT_UPDATE_SPEC)
         self.schedule_timesteps = check_positive_int(type(self).__name__, "schedule_timesteps", schedule_timesteps)
-        self.dueling, self.double_q, self.huber_loss = dueling, double_q, huber_loss
+        flags = check_args(type(self).__name__, dict(dueling=Bool(), double_q=Bool(), huber_loss=Bool()),
+                           dict(dueling=dueling, double_q=double_q, huber_loss=huber_loss))
+        self.dueling, self.double_q, self.huber_loss = flags["dueling"], flags["double_q"], flags["huber_loss"]
         self.n_step = check_positive_int(type(self).__name__, "n_step", n_step)
         space = _to_space(action_space, "action_space")
         if not isinstance(space, IntBox) or space.num_categories is None:

@@ -36,6 +36,16 @@ class DQNLearner(ReplayLearner):
     def count_stored(self, num_items):
         self.stored_records += int(num_items)
 
+    def get_state(self):
+        return dict(super().get_state(), stored_records=int(self.stored_records))
+
+    def set_state(self, state):
+        super().set_state(state)
+        self.stored_records = int(state["stored_records"])
+
+    def forget_replay(self):
+        self.stored_records = 0
+
     def data_ready(self):
         return self.stored_records >= max(self.spec["steps_before_update"], self.spec["batch_size"])
 

@@ -6,6 +6,7 @@ from rlgraph.components.algorithms.impala_algorithm_component import IMPALAAlgor
 from rlgraph.spaces import BoolBox, Dict, FloatBox, Tuple
 from rlgraph.trajectories import UnrollBuilder
 from rlgraph.utils.errors import RLGraphSpecError
+from rlgraph.utils.validation import Bool, check
 
 
 class IMPALAAgent(Agent):
@@ -59,7 +60,7 @@ class IMPALAAgent(Agent):
         self.loss_spec = dict(loss_spec or {})
         self.reward_clipping = reward_clipping
         self.reward_scale = reward_scale
-        self.prev_action_reward = bool(prev_action_reward)
+        self.prev_action_reward = check(name, "prev_action_reward", prev_action_reward, Bool())
         if kwargs.get("network_spec") is None:
             raise RLGraphSpecError(f"{name}: network_spec is required (e.g. two dense layers).")
         super().__init__(state_space, action_space, **kwargs)
@@ -77,12 +78,18 @@ class IMPALAAgent(Agent):
         if isinstance(state, FloatBox):
             # The graph needs no bounds; unbounded float inputs pass the executor's checks without a scan.
             state = FloatBox(shape=state.shape, dtype=state.dtype)
-        inputs = dict(states=state, prev_actions=self.action_space, prev_rewards=FloatBox())
+        # Continuous actions are the policy's samples, which may leave the action space's bounds: the
+        # environment gets them clipped (``VectorEnv``), the learner the samples themselves, so that their
+        # behaviour log-probabilities stay right. So the learner's action inputs carry no bounds.
+        actions = self.action_space
+        if isinstance(actions, FloatBox):
+            actions = FloatBox(shape=actions.shape, dtype=actions.dtype)
+        inputs = dict(states=state, prev_actions=actions, prev_rewards=FloatBox())
         if not self.prev_action_reward:
             inputs = dict(states=state)
         # Acting: [B] for feed-forward networks, [1, B] (one time step) for recurrent ones.
         act = {k: s.with_batch_rank().with_time_rank(self.recurrent, time_major=True) for k, s in inputs.items()}
-        unroll = dict(inputs, actions=self.action_space, rewards=FloatBox(), terminals=BoolBox(),
+        unroll = dict(inputs, actions=actions, rewards=FloatBox(), terminals=BoolBox(),
                       truncation_values=FloatBox(), behaviour_log_probs=FloatBox(), behaviour_values=FloatBox())
         spaces = dict(act, unroll=Dict(unroll, add_batch_rank=True, add_time_rank=True, time_major=True),
                       bootstrap=Dict(inputs, add_batch_rank=True, add_time_rank=self.recurrent, time_major=True),

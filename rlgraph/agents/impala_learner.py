@@ -49,6 +49,15 @@ class IMPALALearner(Learner):
     def ready_to_update(self):
         return bool(self.queue)
 
+    def get_state(self):
+        """Counters, the minibatch shuffling generator's state and the queued unrolls."""
+        return dict(super().get_state(), rng=self._rng.bit_generator.state, queue=list(self.queue))
+
+    def set_state(self, state):
+        super().set_state(state)
+        self._rng.bit_generator.state = state["rng"]
+        self.queue = list(state["queue"])
+
     def pop_batch(self):
         """All queued unrolls as one batch for ``update(batch)`` (columns joined), emptying the queue."""
         if not self.queue:

@@ -58,6 +58,20 @@ class Learner:
         """Sets the counters after a model was loaded."""
         self.timesteps, self.updates = int(timesteps), int(updates)
 
+    def get_state(self):
+        """The learner's run state outside the graph (counters, schedules, queued data), for ``set_state``.
+
+        The memory's contents are the memory component's own state (``Agent.get_run_state`` collects them).
+        """
+        return dict(timesteps=int(self.timesteps), updates=int(self.updates))
+
+    def set_state(self, state):
+        """Restores what ``get_state`` returned."""
+        self.timesteps, self.updates = int(state["timesteps"]), int(state["updates"])
+
+    def forget_replay(self):
+        """Called when a run resumes without its replay's contents: counts the (empty) memory as empty."""
+
     def policy_lag(self, versions):
         """``weights_version - versions`` (the versions that acted)."""
         return self.updates - np.asarray(versions, np.int64)

@@ -8,6 +8,7 @@ from rlgraph.components.algorithms.r2d2_algorithm_component import R2D2Algorithm
 from rlgraph.spaces import BoolBox, BoxSpace, Dict, FloatBox, IntBox, Tuple
 from rlgraph.trajectories import SequenceBuilder
 from rlgraph.utils.errors import RLGraphSpecError
+from rlgraph.utils.validation import Bool, check_args
 
 DEFAULT_UPDATE_SPEC = dict(batch_size=64, update_interval=16, updates_per_interval=1, steps_before_update=2000,
                            sync_interval=2500)
@@ -65,9 +66,11 @@ class R2D2Agent(Agent):
         self.update_spec = check_update_spec("R2D2Agent", update_spec, DEFAULT_UPDATE_SPEC)
         self.schedule_timesteps = check_positive_int("R2D2Agent", "schedule_timesteps", schedule_timesteps)
         self.actor_epsilons_spec = _check_actor_epsilons(actor_epsilons)
-        self.dueling, self.n_step, self.eta = bool(dueling), n_step, eta
-        self.rescaling_epsilon, self.huber_loss = rescaling_epsilon, bool(huber_loss)
-        self.pad_episode_starts = bool(pad_episode_starts)
+        flags = check_args("R2D2Agent", dict(dueling=Bool(), huber_loss=Bool(), pad_episode_starts=Bool()),
+                           dict(dueling=dueling, huber_loss=huber_loss, pad_episode_starts=pad_episode_starts))
+        self.dueling, self.n_step, self.eta = flags["dueling"], n_step, eta
+        self.rescaling_epsilon, self.huber_loss = rescaling_epsilon, flags["huber_loss"]
+        self.pad_episode_starts = flags["pad_episode_starts"]
         super().__init__(state_space, action_space, **kwargs)
 
     def build_root(self):
@@ -160,6 +163,13 @@ class R2D2SequenceBuilder:
 
     def reset(self):
         self.builder.reset()
+
+    def get_state(self):
+        """The sequence builder's pending steps (see ``SequenceBuilder.get_state``)."""
+        return self.builder.get_state()
+
+    def set_state(self, state):
+        self.builder.set_state(state)
 
     @property
     def num_pending_steps(self):

@@ -38,8 +38,18 @@ class R2D2Learner(ReplayLearner):
         if "weights_version" in items:
             self.record_lags(np.max(items["weights_version"], axis=1))
 
+    def forget_replay(self):
+        self.stored_sequences = 0
+
     def count_stored(self, num_items):
         self.stored_sequences += int(num_items)
+
+    def get_state(self):
+        return dict(super().get_state(), stored_sequences=int(self.stored_sequences))
+
+    def set_state(self, state):
+        super().set_state(state)
+        self.stored_sequences = int(state["stored_sequences"])
 
     def data_ready(self):
         return self.timesteps >= self.spec["steps_before_update"] and self.stored_sequences >= self.spec["batch_size"]

@@ -74,3 +74,13 @@ class ReplayLearner(Learner):
     def restore_counters(self, timesteps, updates):
         super().restore_counters(timesteps, updates)
         self.last_update_timestep = self.last_sync_timestep = self.timesteps
+
+    def get_state(self):
+        return dict(super().get_state(), last_update_timestep=int(self.last_update_timestep),
+                    last_sync_timestep=int(self.last_sync_timestep), lags=[np.array(lag) for lag in self._lags])
+
+    def set_state(self, state):
+        super().set_state(state)
+        self.last_update_timestep = int(state["last_update_timestep"])
+        self.last_sync_timestep = int(state["last_sync_timestep"])
+        self._lags = [np.asarray(lag, np.int64) for lag in state["lags"]]

@@ -1,4 +1,7 @@
 """TensorFlow 2 backend helpers."""
+import contextlib
+import threading
+
 import numpy as np
 
 from rlgraph.backends.backend import Backend
@@ -96,3 +99,60 @@ class TFBackend(Backend):
 
 
 _PY_DTYPES = {int: np.int32, float: np.float32, bool: np.bool_}
+
+
+# --- random ops with a saveable state -----------------------------------------------------------------------
+_generators = threading.local()
+
+
+@contextlib.contextmanager
+def op_generator(generator):
+    """Within the block, ``tf_random`` ops traced into graphs draw from ``generator`` (a ``tf.random.Generator``).
+
+    The TF executor holds one generator and traces its graphs in this block, so its random ops (exploration,
+    sampling) draw from a state that ``TensorFlowExecutor.get_rng_state`` can save and restore: a resumed
+    run draws the numbers the stored run would have drawn. TF's stateful ops (``tf.random.uniform``) keep
+    their state inside the kernels, where nothing can read or set it.
+    """
+    stack = getattr(_generators, "stack", None)
+    if stack is None:
+        stack = _generators.stack = []
+    stack.append(generator)
+    try:
+        yield generator
+    finally:
+        stack.pop()
+
+
+def current_op_generator():
+    """The generator of the enclosing ``op_generator`` block, or None."""
+    stack = getattr(_generators, "stack", None)
+    return stack[-1] if stack else None
+
+
+class _TFRandom:
+    """``tf.random.uniform``/``normal`` drawn from the tracing executor's generator (``op_generator``), or TF's
+    stateful ops outside an executor's traces. Graph functions use ``tf_random.uniform(...)`` like
+    ``tf.random.uniform(...)``."""
+
+    @staticmethod
+    def uniform(shape, minval=0, maxval=None, dtype=None):
+        dtype = tf.float32 if dtype is None else tf.as_dtype(dtype)
+        generator = current_op_generator()
+        if generator is None:
+            return tf.random.uniform(shape, minval, maxval, dtype=dtype)
+        if maxval is None and dtype.is_floating:
+            maxval = 1.0
+        return generator.uniform(shape, minval=minval, maxval=maxval, dtype=dtype)
+
+    @staticmethod
+    def normal(shape, mean=0.0, stddev=1.0, dtype=None):
+        dtype = tf.float32 if dtype is None else tf.as_dtype(dtype)
+        generator = current_op_generator()
+        if generator is None:
+            return tf.random.normal(shape, mean, stddev, dtype=dtype)
+        return generator.normal(shape, mean=mean, stddev=stddev, dtype=dtype)
+
+
+#: Random ops for TF graph functions whose state a run can save (see ``op_generator``).
+tf_random = _TFRandom()

@@ -43,3 +43,25 @@ class CartPoleSameStep(VectorWrapper):
             env.prev_done[:] = False
             obs[ids] = state.T
         return obs, rewards, terminations, truncations, infos
+
+    def get_state(self):
+        """The state of all envs: physics state, step counts, reset bounds and the generator's state."""
+        env = self.env.unwrapped
+        if env.state is None:
+            return None
+        return dict(state=np.array(env.state), steps=np.array(env.steps), prev_done=np.array(env.prev_done),
+                    low=np.asarray(env.low, np.float64), high=np.asarray(env.high, np.float64),
+                    rng=env.np_random.bit_generator.state)
+
+    def set_state(self, state):
+        """Restores what ``get_state`` returned (the arrays must fit the number of envs)."""
+        env = self.env.unwrapped
+        physics = np.array(state["state"], np.float64)
+        if physics.shape != (4, env.num_envs):
+            raise ValueError(f"a state of shape {physics.shape} for {env.num_envs} envs")
+        env.state = physics
+        env.steps = np.array(state["steps"], np.int32).reshape(env.num_envs)
+        env.prev_done = np.array(state["prev_done"], np.bool_).reshape(env.num_envs)
+        env.low, env.high = float(state["low"]), float(state["high"])
+        env.steps_beyond_terminated = None
+        env.np_random.bit_generator.state = state["rng"]

@@ -37,6 +37,17 @@ class ChainVectorEnv(gym.vector.VectorEnv):
         self.steps = np.zeros(self.num_envs, dtype=np.int64)
         self._eye = np.eye(self.length, dtype=np.float32)
 
+    def get_state(self):
+        """The chains' positions and step counts."""
+        return dict(positions=self.positions.copy(), steps=self.steps.copy())
+
+    def set_state(self, state):
+        """Restores what ``get_state`` returned."""
+        positions, steps = np.array(state["positions"], np.int64), np.array(state["steps"], np.int64)
+        if positions.shape != (self.num_envs,) or steps.shape != (self.num_envs,):
+            raise ValueError(f"positions {positions.shape} and steps {steps.shape} for {self.num_envs} envs")
+        self.positions, self.steps = positions, steps
+
     def _obs(self):
         return self.positions.copy() if self.observation == "discrete" else self._eye[self.positions]
 

@@ -9,10 +9,16 @@ from rlgraph.environments.gym_env import GymEnv
 from rlgraph.spaces.space_utils import space_from_gymnasium
 from rlgraph.utils.errors import RLGraphError, RLGraphSpaceError, RLGraphSpecError
 from rlgraph.utils.specifiable import Specifiable
+from rlgraph.utils.validation import Int, check, spec_error
 
 logger = logging.getLogger(__name__)
 
 _NO_IDS = np.zeros(0, dtype=np.int64)
+
+#: The config path of ``VectorEnv``'s keywords (a training config's ``environment_spec``), for messages.
+SPEC_PATH = "environment_spec"
+#: The most environments one ``VectorEnv`` steps (more: spread them over actors, ``execution_spec``).
+MAX_NUM_ENVS = 65536
 
 
 def resolve_env_spec(env_spec, env_kwargs=None):
@@ -50,6 +56,17 @@ def _async_methods(backend):
         if callable(getattr(backend, send, None)) and callable(getattr(backend, receive, None)):
             return getattr(backend, send), getattr(backend, receive)
     return None, None
+
+
+def _clip_bounds(space):
+    """``(low, high)`` of a float gymnasium ``Box`` with a finite bound, else None (nothing to clip)."""
+    low, high = getattr(space, "low", None), getattr(space, "high", None)
+    dtype = getattr(space, "dtype", None)
+    if low is None or high is None or dtype is None or np.dtype(dtype).kind != "f":
+        return None
+    if not (np.isfinite(low).any() or np.isfinite(high).any()):
+        return None
+    return np.asarray(low, dtype), np.asarray(high, dtype)
 
 
 def _set_rows(out, ids, rows):
@@ -95,8 +112,10 @@ class VectorEnv(Specifiable):
 
     Args:
         env_spec: A gymnasium id (``"CartPole-v1"``), an ``Environment`` subclass, or a dict spec such as
-            ``{"type": "gym", "env_id": "CartPole-v1"}`` or ``{"type": "atari", "game": "pong"}``.
-        num_envs: Number of environments.
+            ``{"type": "gym", "env_id": "CartPole-v1"}`` or ``{"type": "atari", "game": "pong"}``. None: the
+            spec's ``type`` (or ``env_id``) and keywords are given as keywords of their own, so that a config's
+            ``environment_spec`` may read ``{"type": "atari", "game": "pong", "num_envs": 8}``.
+        num_envs: Number of environments (an int in [1, ``MAX_NUM_ENVS``]).
         seed: Seed of the first ``reset()`` (a ``"seed"`` in a dict spec is used when this is None).
         vectorization: "auto" (default), "native", "sync" or "async" for gymnasium ids; "auto", "ale",
             "sync" or "async" for Atari.
@@ -108,9 +127,14 @@ class VectorEnv(Specifiable):
 
     __aliases__ = ("vector", "vectorenv")
 
-    def __init__(self, env_spec, num_envs=1, seed=None, vectorization="auto", **env_kwargs):
-        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
-            raise RLGraphSpecError(f"num_envs must be an int >= 1, got {num_envs!r}.")
+    def __init__(self, env_spec=None, num_envs=1, seed=None, vectorization="auto", **env_kwargs):
+        num_envs = check(SPEC_PATH, "num_envs", num_envs, Int(min=1, max=MAX_NUM_ENVS))
+        if env_spec is None:
+            # The environment spec's own keys at the top level: {"type": "atari", "game": "pong", "num_envs": 8}.
+            env_spec = {k: env_kwargs.pop(k) for k in ("type", "env_id") if k in env_kwargs}
+            if not env_spec:
+                raise spec_error(SPEC_PATH, "env_spec", "missing: give a gymnasium id (\"env_spec\": \"CartPole-v1\")"
+                                 " or an environment type (\"type\": \"atari\", \"game\": \"pong\").")
         env_class, kwargs, spec_seed = resolve_env_spec(env_spec, env_kwargs)
         self.env_class = env_class
         self.env_kwargs = kwargs
@@ -128,6 +152,7 @@ class VectorEnv(Specifiable):
         self.state_space = space_from_gymnasium(backend.single_observation_space)
         self.action_space = space_from_gymnasium(backend.single_action_space)
         self._action_dtype = getattr(backend.action_space, "dtype", None)
+        self._action_bounds = _clip_bounds(backend.single_action_space)
         self._concatenate = vector_utils.concatenate
         self._create_empty_array = vector_utils.create_empty_array
         self._seed = seed
@@ -215,6 +240,10 @@ class VectorEnv(Specifiable):
             )
         if self._action_dtype is not None and actions.dtype != self._action_dtype:
             actions = actions.astype(self._action_dtype)
+        if self._action_bounds is not None:
+            # A continuous policy's samples may leave the box (a Gaussian's tails): the environment gets them
+            # clipped; the agent keeps what it sampled (and its log-probability).
+            actions = np.clip(actions, *self._action_bounds)
         return actions
 
     def _process(self, results):
@@ -306,6 +335,55 @@ class VectorEnv(Specifiable):
         """Returns the (return, length) of every episode finished since the last call, and forgets them."""
         chunks, self._finished = self._finished, []
         return [(ret, length) for returns, lengths in chunks for ret, length in zip(returns.tolist(), lengths.tolist())]
+
+    # --- run state ----------------------------------------------------------------------------------------
+    @property
+    def state_saveable(self):
+        """Whether ``get_state`` can capture the environments (a backend with ``get_state``/``set_state``,
+        e.g. the native vector CartPole)."""
+        cls = type(self.backend)
+        return callable(getattr(cls, "get_state", None)) and callable(getattr(cls, "set_state", None))
+
+    def get_state(self):
+        """The environments' state (backend state, current observations, running episode statistics), or
+        None where the backend cannot give it (see ``state_saveable``) or nothing was reset yet."""
+        if not self.state_saveable or self._obs is None or self._pending is not None:
+            return None
+        backend = self.backend.get_state()
+        if backend is None:
+            return None
+        obs = optree.tree_map(np.array, self._obs)
+        return dict(backend=backend, obs=obs, episode_returns=self._episode_returns.copy(),
+                    episode_lengths=self._episode_lengths.copy(), seed=self._seed, seeded=bool(self._seeded),
+                    finished=[[np.array(r), np.array(n)] for r, n in self._finished])
+
+    def set_state(self, state):
+        """Restores what ``get_state`` returned; the next ``step`` continues where the stored run stopped.
+
+        Raises:
+            RLGraphCheckpointError: The backend cannot take a state, or the state does not fit these envs.
+        """
+        from rlgraph.utils.errors import RLGraphCheckpointError
+        if not self.state_saveable:
+            raise RLGraphCheckpointError(f"{self!r}: its backend cannot restore a stored environment state.")
+        try:
+            returns = np.array(state["episode_returns"], np.float64)
+            lengths = np.array(state["episode_lengths"], np.int64)
+            if returns.shape != (self.num_envs,) or lengths.shape != (self.num_envs,):
+                raise ValueError(f"episode statistics of shape {returns.shape} for {self.num_envs} envs")
+            self.backend.set_state(state["backend"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise RLGraphCheckpointError(f"{self!r}: the stored environment state does not fit: "
+                                         f"{type(e).__name__}: {e}.") from None
+        if self._pending is not None:
+            self._pending = None
+        self._obs = state["obs"]
+        self._episode_returns[:] = returns
+        self._episode_lengths[:] = lengths
+        self._seed, self._seeded = state["seed"], bool(state["seeded"])
+        self._finished = [(np.asarray(r), np.asarray(n)) for r, n in state["finished"]]
+        self._clear_step_results()
+        return self._obs
 
     def close(self):
         """Closes the backend."""

@@ -43,6 +43,49 @@ def _resources(value):
 
 _resources.what = f"a dict with keys among {list(RESOURCE_KEYS)}"
 
+def _bool(value):
+    return isinstance(value, bool)
+
+
+_bool.what = "true or false"
+
+#: The transports of the central-inference engine.
+TRANSPORTS = ("shm", "grpc")
+
+
+def _transport(value):
+    return value in TRANSPORTS
+
+
+_transport.what = f"one of {list(TRANSPORTS)}"
+
+
+def _address(value):
+    if not isinstance(value, str):
+        return False
+    host, _, port = value.rpartition(":")
+    return bool(host) and port.isdigit() and int(port) < 65536
+
+
+_address.what = "a 'HOST:PORT' string (port 0: any free port)"
+
+#: The device strategies (``rlgraph.executors.device_strategy.STRATEGIES``).
+DEVICE_STRATEGIES = ("default", "multi_device_sync")
+
+
+def _device_strategy(value):
+    return value in DEVICE_STRATEGIES
+
+
+_device_strategy.what = f"one of {list(DEVICE_STRATEGIES)}"
+
+
+def _devices(value):
+    return isinstance(value, list) and bool(value) and all(isinstance(d, str) and d for d in value)
+
+
+_devices.what = "a non-empty list of device strings (e.g. [\"gpu:0\", \"gpu:1\"])"
+
 
 @dataclasses.dataclass
 class ExecutionSpec:
@@ -67,7 +110,22 @@ class ExecutionSpec:
         ray_address: The Ray cluster to join (None: start a local one).
         max_actor_restarts: Dead actors (or replay shards) replaced in one run before the run fails.
         sample_timeout_s: Seconds a sample task may take before its actor counts as dead (first-call
-            graph builds included).
+            graph builds included); for central inference, seconds an actor may take to send its next step.
+        transport: Central inference: how actors reach the inference server, "shm" (shared memory on one
+            machine) or "grpc" (across machines).
+        inference_batch_size: Central inference: the most environment rows one inference call serves (None:
+            all actors' environments).
+        inference_timeout_ms: Central inference: how long the server waits for more actors' requests to
+            join a batch before it serves the rows it has (0: serve whatever is ready).
+        server_address: Central inference over gRPC: the address the server binds (default: the loopback
+            address, any free port).
+        token: Central inference over gRPC: a shared secret that every actor's stream must carry (None: none).
+        local_actors: Central inference over gRPC: start the actor processes on this machine (false: wait for
+            remote actors to connect; see ``examples/central_inference_cartpole.py``).
+        device_strategy: How the learner's graph is placed on devices: "default" (one device) or
+            "multi_device_sync" (one tower per entry of ``devices`` on a slice of each update batch, gradients
+            averaged, one step; ``rlgraph.executors.multi_device_sync``). The agent reads both keys.
+        devices: The towers' devices for "multi_device_sync", e.g. ["gpu:0", "gpu:1"] (a device may repeat).
     """
 
     num_actors: int = 2
@@ -83,12 +141,24 @@ class ExecutionSpec:
     ray_address: Optional[str] = None
     max_actor_restarts: int = 10
     sample_timeout_s: float = 300.0
+    transport: str = "shm"
+    inference_batch_size: Optional[int] = None
+    inference_timeout_ms: float = 2.0
+    server_address: Optional[str] = None
+    token: Optional[str] = None
+    local_actors: bool = True
+    device_strategy: str = "default"
+    devices: Optional[list] = None
 
     _CHECKS = dict(num_actors=_int(1), envs_per_actor=_optional(_int(1)), sample_steps=_optional(_int(1)),
                    max_samples_in_flight=_int(1), learner_queue_size=_optional(_int(1)),
                    num_replay_shards=_int(1), replay_prefetch=_int(1), max_update_backlog=_int(1),
                    weight_sync_steps=_optional(_int(0)), actor_resources=_resources,
-                   ray_address=_optional(_string), max_actor_restarts=_int(0), sample_timeout_s=_number(1))
+                   ray_address=_optional(_string), max_actor_restarts=_int(0), sample_timeout_s=_number(1),
+                   transport=_transport, inference_batch_size=_optional(_int(1)),
+                   inference_timeout_ms=_number(0), server_address=_optional(_address), token=_optional(_string),
+                   local_actors=_bool,
+                   device_strategy=_device_strategy, devices=_optional(_devices))
 
     @classmethod
     def from_config(cls, config, path="execution_spec", **overrides):
@@ -112,6 +182,11 @@ class ExecutionSpec:
             check = cls._CHECKS[key]
             if not check(value):
                 raise RLGraphSpecError(f"{path}.{key}: expected {check.what}, got {value!r}.")
+        if values.get("device_strategy", "default") == "multi_device_sync" and not values.get("devices"):
+            raise RLGraphSpecError(f"{path}.devices: device_strategy 'multi_device_sync' needs a list of devices, "
+                                   f"one per tower (e.g. [\"gpu:0\", \"gpu:1\"]).")
+        if values.get("device_strategy", "default") == "default" and values.get("devices"):
+            raise RLGraphSpecError(f"{path}.devices: devices need device_strategy 'multi_device_sync'.")
         return cls(**values)
 
     def envs_per_actor_for(self, num_envs):

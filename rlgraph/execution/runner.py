@@ -1,18 +1,47 @@
 """One training run from a config on any engine: what ``rlgraph train`` and the example scripts call."""
+import difflib
 import json
 import os
 import time
 
 import numpy as np
 
-from rlgraph.execution.execution_spec import ExecutionSpec
+from rlgraph.execution.execution_spec import ExecutionSpec, _int, _optional
 from rlgraph.utils.errors import RLGraphSpecError
 
 #: The engines ``train`` runs.
-EXECUTORS = ("local", "ray")
+EXECUTORS = ("local", "ray", "central")
 
 DEFAULT_TRAIN_SPEC = dict(steps=None, seconds=None, target_return=None, stop_at_target=False, eval_episodes=20,
-                          eval_every_steps=None, checkpoint_every_seconds=60.0, chunk_steps=2000)
+                          eval_every_steps=None, checkpoint_every_seconds=60.0, chunk_steps=2000,
+                          keep_checkpoints=3, checkpoint_replay=True)
+
+
+def _bool(value):
+    return isinstance(value, bool)
+
+
+_bool.what = "true or false"
+
+
+def _finite_number(value):
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and np.isfinite(value)
+
+
+_finite_number.what = "a number"
+
+
+def _positive(value):
+    return _finite_number(value) and value > 0
+
+
+_positive.what = "a number > 0"
+
+#: What each ``train_spec`` key accepts.
+TRAIN_SPEC_CHECKS = dict(steps=_optional(_int(1)), seconds=_optional(_positive), target_return=_optional(_finite_number),
+                         stop_at_target=_bool, eval_episodes=_optional(_int(0)), eval_every_steps=_optional(_int(1)),
+                         checkpoint_every_seconds=_positive, chunk_steps=_int(1), keep_checkpoints=_int(1),
+                         checkpoint_replay=_bool)
 
 
 def load_config(path_or_dict, name="config"):
@@ -22,15 +51,23 @@ def load_config(path_or_dict, name="config"):
     config = load_json(path_or_dict, name) if not isinstance(path_or_dict, dict) else dict(path_or_dict)
     if not isinstance(config, dict) or "type" not in config:
         raise RLGraphSpecError(f"{name}: a config is a JSON object whose \"type\" names the agent.")
-    if "environment_spec" not in config:
-        raise RLGraphSpecError(f"{name}: environment_spec is missing (e.g. {{\"env_spec\": \"CartPole-v1\", "
-                               f"\"num_envs\": 8}}).")
+    if not isinstance(config.get("environment_spec"), dict):
+        got = "missing" if "environment_spec" not in config else f"{config['environment_spec']!r}"
+        raise RLGraphSpecError(f"{name}: environment_spec must be a JSON object (e.g. {{\"env_spec\": "
+                               f"\"CartPole-v1\", \"num_envs\": 8}}), got {got}.")
+    given = config.get("train_spec", {})
+    if not isinstance(given, dict):
+        raise RLGraphSpecError(f"{name}: train_spec must be a JSON object, got {given!r}.")
+    for key, value in given.items():
+        if key not in TRAIN_SPEC_CHECKS:
+            close = difflib.get_close_matches(str(key), list(TRAIN_SPEC_CHECKS), n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else f" Accepted: {', '.join(TRAIN_SPEC_CHECKS)}."
+            raise RLGraphSpecError(f"{name}: train_spec.{key}: unknown key.{hint}")
+        check = TRAIN_SPEC_CHECKS[key]
+        if not check(value):
+            raise RLGraphSpecError(f"{name}: train_spec.{key}: expected {check.what}, got {value!r}.")
     train = dict(DEFAULT_TRAIN_SPEC)
-    unknown = set(config.get("train_spec", {})) - set(DEFAULT_TRAIN_SPEC)
-    if unknown:
-        raise RLGraphSpecError(f"{name}: train_spec has unknown key(s) {sorted(unknown)}; accepted: "
-                               f"{', '.join(DEFAULT_TRAIN_SPEC)}.")
-    train.update(config.get("train_spec", {}))
+    train.update(given)
     return config, train
 
 
@@ -38,7 +75,8 @@ def env_kwargs_of(config, env_id=None, seed=0, num_envs=None):
     """The ``VectorEnv`` keywords of a config's ``environment_spec`` (with an overriding id, seed, count)."""
     spec = dict(config["environment_spec"])
     if env_id:
-        spec["env_spec"] = env_id
+        # A typed environment (e.g. {"type": "atari", "game": "pong"}) takes the id as its game.
+        spec["game" if "game" in spec else "env_spec"] = env_id
     if num_envs is not None:
         spec["num_envs"] = num_envs
     spec["seed"] = seed
@@ -60,16 +98,19 @@ def make_agent(config, env, backend=None, seed=0, role="local"):
                            seed=seed, role=role)
 
 
-def make_engine(config, executor="local", env_id=None, backend=None, seed=0, num_actors=None, ray_address=None):
+def make_engine(config, executor="local", env_id=None, backend=None, seed=0, num_actors=None, ray_address=None,
+                transport=None):
     """``(engine, learner agent, execution spec)`` for a config: the worker a ``Trainer`` drives.
 
     ``local`` is a ``VectorWorker`` over the config's environments; ``ray`` a Ray engine (``make_ray_engine``)
     with ``num_actors`` actor processes on the cluster at ``ray_address`` (or a local one, or the one this
-    process already joined with ``ray.init``). All settings are checked before any process starts.
+    process already joined with ``ray.init``); ``central`` the central-inference engine (SEED RL style:
+    backend-free actor processes, batched inference here) over ``transport``. All settings are checked before
+    any process starts.
     """
     if executor not in EXECUTORS:
         raise RLGraphSpecError(f"executor: expected one of {EXECUTORS}, got {executor!r}.")
-    spec = ExecutionSpec.from_config(config, num_actors=num_actors, ray_address=ray_address)
+    spec = ExecutionSpec.from_config(config, num_actors=num_actors, ray_address=ray_address, transport=transport)
     kwargs = env_kwargs_of(config, env_id, seed)
     if executor == "local":
         env = make_vector_env(kwargs)
@@ -80,12 +121,16 @@ def make_engine(config, executor="local", env_id=None, backend=None, seed=0, num
     probe = make_vector_env(dict(kwargs, num_envs=1))
     agent = make_agent(config, probe, backend, seed)
     probe.close()
+    if executor == "central":
+        from rlgraph.execution.central_inference import make_central_engine
+        return make_central_engine(config, kwargs, agent, spec, seed), agent, spec
     from rlgraph.execution.ray import make_ray_engine
     return make_ray_engine(config, kwargs, agent, spec, seed), agent, spec
 
 
 def train(config, executor="local", env_id=None, backend=None, steps=None, seconds=None, logdir=None, seed=0,
-          resume=False, num_actors=None, ray_address=None, progress=None, config_name=None):
+          resume=False, num_actors=None, ray_address=None, progress=None, config_name=None, overwrite=False,
+          transport=None):
     """Trains an agent from a config on an engine; returns the run's summary (also in ``logdir/summary.json``).
 
     Args:
@@ -97,7 +142,10 @@ def train(config, executor="local", env_id=None, backend=None, steps=None, secon
         logdir: Where logs, checkpoints, ``summary.json`` and the learning curve go (default ``runs/...``).
         seed: The run's seed.
         resume: Continue from the checkpoint in ``logdir``.
+        overwrite: Start a new run in a ``logdir`` that holds a checkpoint (refused without it); the old
+            checkpoints are replaced as the new run writes its own.
         num_actors, ray_address: Override the config's ``execution_spec`` (Ray engine).
+        transport: Overrides ``execution_spec.transport`` (central-inference engine: "shm" or "grpc").
         progress: Show a progress bar (default: when stderr is a terminal).
         config_name: A name for the default logdir (default: the config file's name or its type).
     """
@@ -107,7 +155,13 @@ def train(config, executor="local", env_id=None, backend=None, steps=None, secon
     config, train_spec = load_config(config)
     if resume and not logdir:
         raise RLGraphSpecError("resume needs a logdir (--logdir).")
-    worker, agent, spec = make_engine(config, executor, env_id, backend, seed, num_actors, ray_address)
+    for key, value, check in (("steps", steps, _optional(_int(1))), ("seconds", seconds, _optional(_positive)),
+                              ("seed", seed, _int(0))):
+        if not check(value):
+            raise RLGraphSpecError(f"{key}: expected {check.what}, got {value!r}.")
+    if logdir:
+        _check_logdir(logdir, resume, overwrite)
+    worker, agent, spec = make_engine(config, executor, env_id, backend, seed, num_actors, ray_address, transport)
     try:
         if steps is None and seconds is None:
             steps, seconds = train_spec["steps"], train_spec["seconds"]
@@ -115,9 +169,13 @@ def train(config, executor="local", env_id=None, backend=None, steps=None, secon
                 steps = 100_000
         name = config_name or (os.path.splitext(os.path.basename(path))[0] if path else config["type"])
         logdir = logdir or os.path.join("runs", f"{name}-{agent.backend}-{time.strftime('%Y%m%d-%H%M%S')}")
-        env_name = env_id or config["environment_spec"].get("env_spec")
+        env_spec = config["environment_spec"]
+        env_name = env_id or env_spec.get("env_spec") or env_spec.get("game") or env_spec.get("type")
+        environment = json.loads(json.dumps({k: v for k, v in env_kwargs_of(config, env_id).items() if k != "seed"},
+                                            sort_keys=True, default=repr))
         metadata = dict(agent=config["type"], config=os.path.abspath(path) if path else None, backend=agent.backend,
-                        env=str(env_name), seed=seed, executor=executor, config_hash=agent.config_hash())
+                        env=str(env_name), seed=seed, executor=executor, config_hash=agent.config_hash(),
+                        environment=environment)
         processes = getattr(worker, "processes", None)
         if processes is not None:
             # Which processes run the engine's parts (monitoring, fault drills).
@@ -131,12 +189,13 @@ def train(config, executor="local", env_id=None, backend=None, steps=None, secon
         evaluator = None
         if train_spec["eval_every_steps"]:
             evaluator = lambda: worker.evaluate(eval_env, train_spec["eval_episodes"])  # noqa: E731
+        worker.checkpoint_replay = train_spec["checkpoint_replay"]
         trainer = Trainer(worker, logdir, max_steps=steps, max_seconds=seconds,
                           target_return=train_spec["target_return"], stop_at_target=train_spec["stop_at_target"],
                           chunk_steps=train_spec["chunk_steps"],
                           checkpoint_every_seconds=train_spec["checkpoint_every_seconds"], resume=resume,
                           metadata=metadata, evaluator=evaluator, eval_every_steps=train_spec["eval_every_steps"],
-                          progress=progress)
+                          progress=progress, overwrite=overwrite, keep_checkpoints=train_spec["keep_checkpoints"])
         summary = trainer.train()
         if train_spec["eval_episodes"] and not summary["interrupted"]:
             returns = worker.evaluate(eval_env, train_spec["eval_episodes"])
@@ -149,3 +208,21 @@ def train(config, executor="local", env_id=None, backend=None, steps=None, secon
         close = getattr(worker, "close", None)
         if close is not None:
             close()
+
+
+def _check_logdir(logdir, resume, overwrite):
+    """Refuses, before anything is built, a logdir that cannot hold a run or whose checkpoint would be lost."""
+    from rlgraph.training.checkpoint_store import CheckpointStore
+    if os.path.exists(logdir) and not os.path.isdir(logdir):
+        raise RLGraphSpecError(f"logdir '{logdir}' is a file, not a directory.")
+    try:
+        os.makedirs(logdir, exist_ok=True)
+    except OSError as e:
+        raise RLGraphSpecError(f"logdir '{logdir}' cannot be created: {e.strerror or e}.") from None
+    if not os.access(logdir, os.W_OK):
+        raise RLGraphSpecError(f"logdir '{logdir}' is not writable.")
+    if resume and overwrite:
+        raise RLGraphSpecError("--resume and --overwrite exclude each other.")
+    if not resume and not overwrite and CheckpointStore(logdir).exists():
+        raise RLGraphSpecError(f"logdir '{logdir}' already holds a checkpoint of an earlier run: continue it with "
+                               f"--resume, or start over in it with --overwrite (or choose another --logdir).")

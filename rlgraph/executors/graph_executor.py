@@ -9,6 +9,7 @@ import numpy as np
 
 from rlgraph.backends import get_backend
 from rlgraph.components.component import Component
+from rlgraph.executors.device_strategy import DeviceStrategy, make_device_strategy
 from rlgraph.executors.input_checker import PYTHON_TYPES, bind_arguments, make_input_checker
 from rlgraph.graphs.graph_builder import GraphBuilder
 from rlgraph.utils.backend import get_default_backend, normalize_backend
@@ -35,12 +36,15 @@ class GraphExecutor(Specifiable):
         build: Build right away (else call ``build()``).
         api_methods: The root API methods to build and serve (default: all). Components that only the
             others use are left out and get no variables (e.g. an actor-only build of an algorithm).
+        device_strategy: How the built graph is placed on devices (``rlgraph.executors.device_strategy``):
+            None (default: one device) or e.g. ``{"type": "multi_device_sync", "devices": ["gpu:0", "gpu:1"]}``
+            (update API methods run one tower per device on a slice of the batch, one averaged step).
     """
 
     backend_name = None
 
     def __init__(self, root_component, input_spaces=None, action_space=None, seed=None, device=None,
-                 validate_inputs=True, build=True, api_methods=None):
+                 validate_inputs=True, build=True, api_methods=None, device_strategy=None):
         if not isinstance(root_component, Component):
             raise RLGraphError(f"root_component must be a Component, got {root_component!r}.")
         self.root = root_component
@@ -51,6 +55,9 @@ class GraphExecutor(Specifiable):
         self.device = device
         self.validate_inputs = validate_inputs
         self.api_method_names = None if api_methods is None else list(api_methods)
+        # A fresh strategy per executor (it notes this graph's rewrites).
+        self.device_strategy = make_device_strategy(
+            device_strategy.to_spec() if isinstance(device_strategy, DeviceStrategy) else device_strategy)
         self.meta_graph = None
         self.build_seconds = None
         self._calls = {}
@@ -77,6 +84,7 @@ class GraphExecutor(Specifiable):
         builder = GraphBuilder(self.backend, seed=self.seed, action_space=self.action_space)
         self.meta_graph = builder.build(self.root, self.input_spaces, self.api_method_names)
         self.input_spaces = {k: v for k, v in builder_input_spaces(self.meta_graph).items()}
+        self.device_strategy.prepare(self)
         self._calls = {}
         for name, info in self.root.api_methods.items():
             if name not in self.meta_graph.api:
@@ -86,13 +94,19 @@ class GraphExecutor(Specifiable):
             checkers = {p: make_input_checker(self.input_spaces[p], name, p, self.root.global_scope)
                         for p in dynamic} if self.validate_inputs else {p: (lambda x: x) for p in dynamic}
             defaults = {p.name: p.default for p in info.params if p.name not in self.input_spaces}
-            self._calls[name] = self._make_call(name, params, dynamic, checkers, defaults)
+            self._calls[name] = self.device_strategy.wrap_call(
+                name, self._make_call(name, params, dynamic, checkers, defaults))
         self.build_seconds = time.perf_counter() - start
         logger.debug("Built '%s' on %s in %.3f s.", self.root.global_scope, self.backend.name, self.build_seconds)
 
     def _make_call(self, name, params, dynamic, checkers, defaults):
         """Returns ``call(*args, **kwargs)`` running root API method ``name``; backend-specific."""
         raise NotImplementedError
+
+    def _api_callable(self, name):
+        """What the backend runs (TF: traces) for root API method ``name``: the bound method, or the device
+        strategy's rewrite of it."""
+        return self.device_strategy.wrap_api_method(name, getattr(self.root, name))
 
     # --- execution -----------------------------------------------------------------------------------------
     @property
@@ -204,6 +218,15 @@ class GraphExecutor(Specifiable):
 
     def _load_variables(self, path):
         raise NotImplementedError
+
+    # --- random-number state ------------------------------------------------------------------------------
+    def get_rng_state(self):
+        """The state of the backend's random-number generators that graph functions draw from (numpy arrays
+        and JSON scalars), or None where there is none to save; see ``set_rng_state``."""
+        return None
+
+    def set_rng_state(self, state):
+        """Restores what ``get_rng_state`` returned, so that random ops continue their stored stream."""
 
     def terminate(self):
         """Releases resources (nothing to release for in-process executors)."""

@@ -19,7 +19,7 @@ class PyTorchExecutor(GraphExecutor):
     backend_name = "pytorch"
 
     def _make_call(self, name, params, dynamic, checkers, defaults):
-        fn = getattr(self.root, name)
+        fn = self._api_callable(name)
         to_numpy = self.backend.to_numpy
         component = self.root.global_scope
         device = torch.device(self.backend.normalize_device(self.root.device)) if self.root.device else None
@@ -65,6 +65,20 @@ class PyTorchExecutor(GraphExecutor):
         with torch.no_grad():
             for k, v in self.variables().items():
                 v.copy_(state[k])
+
+    def get_rng_state(self):
+        """torch's default generators (graph functions draw from them): the CPU one, and CUDA's where used."""
+        state = dict(cpu=torch.get_rng_state().numpy().copy())
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            state["cuda"] = [s.numpy().copy() for s in torch.cuda.get_rng_state_all()]
+        return state
+
+    def set_rng_state(self, state):
+        if state is None:
+            return
+        torch.set_rng_state(torch.from_numpy(np.array(state["cpu"], np.uint8)))
+        if state.get("cuda") is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all([torch.from_numpy(np.array(s, np.uint8)) for s in state["cuda"]])
 
 
 def _converter(space, device):

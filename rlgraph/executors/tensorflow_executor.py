@@ -5,6 +5,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from rlgraph.backends.tf_backend import op_generator
 from rlgraph.executors.graph_executor import GraphExecutor
 from rlgraph.executors.input_checker import PYTHON_TYPES
 from rlgraph.utils.backend import tf
@@ -40,10 +41,16 @@ class TensorFlowExecutor(GraphExecutor):
     def __init__(self, root_component, autograph=False, **kwargs):
         self.autograph = autograph
         self.trace_counts = defaultdict(int)
+        # Random ops of the graphs draw from this generator (``tf_random``): its state can be saved and restored.
+        self.op_generator = tf.random.Generator.from_seed(int(kwargs.get("seed") or 0) * 1_000_003 + 1)
         super().__init__(root_component, **kwargs)
 
+    def build(self):
+        with op_generator(self.op_generator):
+            super().build()
+
     def _make_call(self, name, params, dynamic, checkers, defaults):
-        raw = getattr(self.root, name)
+        raw = self._api_callable(name)
         signature = [tensor_spec(self.input_spaces[p]) for p in dynamic]
         counts = self.trace_counts
         functions = {}
@@ -67,7 +74,8 @@ class TensorFlowExecutor(GraphExecutor):
                 # the graph; distinct graph seeds per API method keep their random streams apart.
                 tf.random.set_seed((self.seed * 1_000_003 + zlib.crc32(repr((name, key)).encode())) % 2**31)
                 # Calling the concrete function skips tf.function's signature dispatch (~40% of a small call).
-                f = f.get_concrete_function()
+                with op_generator(self.op_generator):
+                    f = f.get_concrete_function()
                 functions[key] = f
             return f
 
@@ -104,6 +112,20 @@ class TensorFlowExecutor(GraphExecutor):
 
     def _load_variables(self, path):
         self._checkpoint().read(os.path.join(path, "tf_checkpoint")).assert_consumed()
+
+    def get_rng_state(self):
+        """The state of the generator the graphs' random ops draw from (``tf_random``)."""
+        return dict(algorithm=int(self.op_generator.algorithm), state=self.op_generator.state.numpy().copy())
+
+    def set_rng_state(self, state):
+        if state is None:
+            return
+        values = np.asarray(state["state"])
+        current = self.op_generator.state
+        if int(state["algorithm"]) != int(self.op_generator.algorithm) or values.shape != tuple(current.shape):
+            raise ValueError(f"a random-generator state {values.shape} of algorithm {state['algorithm']}, expected "
+                             f"{tuple(current.shape)} of algorithm {int(self.op_generator.algorithm)}")
+        self.op_generator.reset(values.astype(current.dtype.as_numpy_dtype))
 
 
 def _op_error_text(error):

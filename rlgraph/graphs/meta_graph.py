@@ -81,10 +81,13 @@ class MetaGraph:
         api_calls: Every ``APICall``, in the order they were made.
         graph_fn_calls: Every ``GraphFnCall``, in the order they were made.
         components: Every component of the tree (root first).
+        towers: Root API method name -> the devices of its towers, where a device strategy runs it as one
+            tower per device (``rlgraph.executors.multi_device_sync``); empty otherwise.
     """
 
     def __init__(self, root):
         self.root = root
+        self.towers = OrderedDict()
         self.api = OrderedDict()
         self.api_calls = []
         self.graph_fn_calls = []
@@ -133,6 +136,9 @@ class MetaGraph:
 
         for name, call in self.api.items():
             if api_method is None or name == api_method:
+                if name in self.towers:
+                    lines.append(f"[{len(self.towers[name])} towers, gradients averaged, one step] " + ", ".join(
+                        f"tower {i}: {d}" for i, d in enumerate(self.towers[name])))
                 walk(call, 0)
         return "\n".join(lines)
 

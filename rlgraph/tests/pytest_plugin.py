@@ -1,7 +1,10 @@
 """pytest plugin: a ``backend`` fixture that runs a test once per installed backend.
 
-Loaded automatically where rlgraph is installed (entry point ``pytest11``). A test taking ``backend``
-runs for "tf" and "pytorch"; ``--backend tf`` (or ``$RLGRAPH_TEST_BACKENDS=tf``) restricts the run.
+Opt-in: a project loads it from its top-level ``conftest.py`` with
+``pytest_plugins = ["rlgraph.tests.pytest_plugin"]`` (rlgraph's own ``tests/conftest.py`` does). It is not
+registered as a ``pytest11`` entry point, so it never touches the test suites of other projects in the same
+environment. A test taking ``backend`` then runs for "tf" and "pytorch"; ``--backend tf`` (or
+``$RLGRAPH_TEST_BACKENDS=tf``) restricts the run.
 """
 import os
 

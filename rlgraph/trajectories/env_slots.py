@@ -10,7 +10,7 @@ Python loop over environments.
 import numpy as np
 import optree
 
-from rlgraph.utils.errors import RLGraphError
+from rlgraph.utils.errors import RLGraphCheckpointError, RLGraphError
 
 
 def as_env_ids(owner, env_ids, name="env_ids"):
@@ -280,6 +280,62 @@ class EnvSlots:
         tree = self.stores[name].tree
         return [] if tree is None else list(tree)
 
+    # --- run state -------------------------------------------------------------------------------------------
+    def get_state(self):
+        """A copy of the whole table: ids, slots, fields and stores (each store's structure as a skeleton tree
+        with leaf numbers, its leaves as arrays), for ``set_state``."""
+        stores = {}
+        for name, store in self.stores.items():
+            stores[name] = None if store.leaves is None else dict(
+                structure=optree.tree_unflatten(store.spec, list(range(len(store.leaves)))),
+                leaves=[leaf.copy() for leaf in store.leaves])
+        return dict(capacity=int(self.capacity), ids=self._ids.copy(), id_slots=self._id_slots.copy(),
+                    free=self._free.copy(), fields={k: v.copy() for k, v in self.fields.items()}, stores=stores)
+
+    def set_state(self, state):
+        """Restores what ``get_state`` returned (checked first: a state that does not fit changes nothing).
+
+        Raises:
+            RLGraphCheckpointError: The state is not one of a table with these fields and stores.
+        """
+        def bad(what):
+            return RLGraphCheckpointError(f"{self.owner}: the stored trajectory state does not fit: {what}.")
+        try:
+            capacity = int(state["capacity"])
+            ids, id_slots, free = (np.asarray(state[k], np.int64) for k in ("ids", "id_slots", "free"))
+            fields, stores = dict(state["fields"]), dict(state["stores"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise bad(f"{type(e).__name__}: {e}") from None
+        if set(fields) != set(self._field_specs) or set(stores) != set(self._store_widths):
+            raise bad(f"fields {sorted(fields)} and stores {sorted(stores)}, expected {sorted(self._field_specs)} "
+                      f"and {sorted(self._store_widths)}")
+        if ids.shape != id_slots.shape or ids.ndim != 1 or ids.size + free.size != capacity:
+            raise bad(f"{ids.size} ids, {id_slots.size} slots and {free.size} free slots for a capacity of {capacity}")
+        new_fields = {}
+        for name, (dtype, _) in self._field_specs.items():
+            value = np.asarray(fields[name])
+            if value.shape != (capacity,):
+                raise bad(f"field '{name}' has shape {value.shape}, expected ({capacity},)")
+            new_fields[name] = value.astype(dtype, copy=True)
+        new_stores = {}
+        for name, width in self._store_widths.items():
+            store, saved = _Store(width), stores[name]
+            if saved is not None:
+                leaves = [np.array(leaf, copy=True) for leaf in saved["leaves"]]
+                spec = optree.tree_structure(saved["structure"])
+                if spec.num_leaves != len(leaves) or any(
+                        leaf.ndim == 0 or leaf.shape[0] != capacity * (width or 1) for leaf in leaves):
+                    raise bad(f"store '{name}' does not hold {spec.num_leaves} arrays of {capacity * (width or 1)} "
+                              f"rows")
+                store.spec = spec
+                store.rows = [(leaf.dtype, leaf.shape[1:]) for leaf in leaves]
+                store._set_leaves(leaves)
+            new_stores[name] = store
+        self.capacity = capacity
+        self._ids, self._id_slots, self._free = ids.copy(), id_slots.copy(), free.copy()
+        self.fields, self.stores = new_fields, new_stores
+        self._cache = None
+
 
 class CountedSlotsBuilder:
     """Base of the builders whose pending steps per id are their slot field "count" (``self._slots``)."""
@@ -292,6 +348,14 @@ class CountedSlotsBuilder:
     def reset(self):
         """Drops all pending steps of all ids."""
         self._slots.clear()
+
+    def get_state(self):
+        """The pending steps of all ids (numpy arrays and ints), for ``set_state``."""
+        return self._slots.get_state()
+
+    def set_state(self, state):
+        """Restores what ``get_state`` returned (``RLGraphCheckpointError`` if it does not fit)."""
+        self._slots.set_state(state)
 
     def drop(self, env_ids):
         """Forgets the pending steps of ``env_ids`` (unknown ids are ignored); returns how many were dropped."""

@@ -68,6 +68,14 @@ class SequenceBuilder:
         """Drops all pending steps; the next step of every id is the first of an episode."""
         self._slots.clear()
 
+    def get_state(self):
+        """The pending steps and episode flags of all ids (numpy arrays and ints), for ``set_state``."""
+        return self._slots.get_state()
+
+    def set_state(self, state):
+        """Restores what ``get_state`` returned (``RLGraphCheckpointError`` if it does not fit)."""
+        self._slots.set_state(state)
+
     def drop(self, env_ids):
         """Forgets the pending steps of ``env_ids`` (unknown ids are ignored); their next step starts an episode.
 

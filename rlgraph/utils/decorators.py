@@ -44,10 +44,11 @@ class assembling:
 class APIMethodInfo:
     """What the framework knows about one API method."""
 
-    def __init__(self, name, fn, must_be_complete=True):
+    def __init__(self, name, fn, must_be_complete=True, batch_size_arg=None):
         self.name = name
         self.fn = fn
         self.must_be_complete = must_be_complete
+        self.batch_size_arg = batch_size_arg
         self.signature = inspect.signature(fn)
         params = list(self.signature.parameters.values())[1:]
         self.params = params
@@ -56,12 +57,15 @@ class APIMethodInfo:
         self.var_keyword = next((p.name for p in params if p.kind == p.VAR_KEYWORD), None)
         self.is_simple = self.var_positional is None and self.var_keyword is None and all(
             p.default is p.empty for p in params)
+        if batch_size_arg is not None and batch_size_arg not in self.arg_names:
+            raise RLGraphAPIError(f"API method '{name}': batch_size_arg '{batch_size_arg}' is not one of its "
+                                  f"arguments ({', '.join(self.arg_names)}).")
 
     def __repr__(self):
         return f"APIMethodInfo({self.name}{self.signature})"
 
 
-def rlgraph_api(fn=None, *, name=None, must_be_complete=True):
+def rlgraph_api(fn=None, *, name=None, must_be_complete=True, batch_size_arg=None):
     """Marks a component method as an API method.
 
     Args:
@@ -70,10 +74,14 @@ def rlgraph_api(fn=None, *, name=None, must_be_complete=True):
         must_be_complete: If False, the component does not wait for this method's argument spaces before
             creating its variables. Use it to break input-incomplete cycles, where an argument can only be
             known after the component's own variables exist.
+        batch_size_arg: The name of an ``int`` argument that is the size of a batch the method draws itself
+            (e.g. from a memory). A multi-device strategy divides it over its towers, as it splits batched
+            arguments (see ``rlgraph.executors.multi_device_sync``).
     """
     if fn is None:
-        return functools.partial(rlgraph_api, name=name, must_be_complete=must_be_complete)
-    info = APIMethodInfo(name or fn.__name__, fn, must_be_complete)
+        return functools.partial(rlgraph_api, name=name, must_be_complete=must_be_complete,
+                                 batch_size_arg=batch_size_arg)
+    info = APIMethodInfo(name or fn.__name__, fn, must_be_complete, batch_size_arg)
 
     @functools.wraps(fn)
     def api_method(self, *args, **kwargs):

@@ -3,7 +3,8 @@ import logging
 
 import numpy as np
 
-from rlgraph.utils.errors import RLGraphError
+from rlgraph.utils.errors import RLGraphCheckpointError, RLGraphError
+from rlgraph.utils.run_state import load_run_state, save_run_state
 
 logger = logging.getLogger(__name__)
 
@@ -22,15 +23,19 @@ class VectorWorker:
         agent: The agent.
         env: A ``rlgraph.environments.VectorEnv``.
         learn: Call ``agent.update()`` when it is ready (False for pure actors).
+        checkpoint_replay: Store the replay memory's contents with the run state (``train_spec.
+            checkpoint_replay``; False for replays of many GB: a resumed run then refills its memory).
     """
 
-    def __init__(self, agent, env, learn=True):
+    def __init__(self, agent, env, learn=True, checkpoint_replay=True):
         self.agent = agent
         self.env = env
         self.learn = learn
         self.obs = env.reset()
         self.internal_states = None
         self.env_steps = 0
+        self._warned_env_state = False
+        self.checkpoint_replay = bool(checkpoint_replay)
 
     def run(self, num_env_steps):
         """Runs at least ``num_env_steps`` environment steps (whole vector steps).
@@ -89,7 +94,61 @@ class VectorWorker:
         return [ret for env_returns in returns for ret in env_returns]
 
     def store(self, path):
+        """Stores the agent's model and the run state (``get_run_state``) in directory ``path``.
+
+        The run state goes in first (``run_state.npz`` and ``run_state.json``), so that the model's checksums
+        cover it.
+        """
+        save_run_state(path, self.get_run_state())
         self.agent.store_model(path)
 
     def load(self, path):
+        """Restores a model stored by ``store`` and, where it was stored, the run state: a resumed run then
+        goes on as the stored one would have (same updates, same weights where the environments' state was
+        stored too). A model without a run state resumes with an empty memory and fresh environments."""
         self.agent.load_model(path)
+        state = load_run_state(path)
+        if state is None:
+            logger.warning("'%s' holds no run state: resuming with an empty memory, fresh environments and "
+                           "approximate schedule counters.", path)
+            return
+        self.set_run_state(state)
+
+    def get_run_state(self):
+        """Everything the run's future depends on besides the weights: the agent's run state
+        (``Agent.get_run_state``), the environments' state, the current observations and internal states.
+
+        Environments whose state cannot be saved (``VectorEnv.state_saveable``) are left out, with a warning
+        (once): a resumed run then starts them afresh.
+        """
+        env_state = self.env.get_state()
+        if env_state is None and not self._warned_env_state:
+            logger.warning("The state of %r cannot be saved: a run resumed from this checkpoint starts from fresh "
+                           "environments (not exactly as this run would have gone on).", self.env)
+            self._warned_env_state = True
+        agent_state = self.agent.get_run_state(include_replay=self.checkpoint_replay)
+        return dict(env_steps=int(self.env_steps), agent=agent_state, env=env_state,
+                    obs=None if env_state is None else self.obs,
+                    internal_states=None if env_state is None else self.internal_states)
+
+    def set_run_state(self, state):
+        """Restores what ``get_run_state`` returned (after the model was loaded).
+
+        Raises:
+            RLGraphCheckpointError: The state does not fit this worker's agent or environments.
+        """
+        try:
+            env_state, env_steps = state["env"], int(state["env_steps"])
+            agent_state = state["agent"]
+        except (KeyError, TypeError, ValueError) as e:
+            raise RLGraphCheckpointError(f"the stored run state does not fit: {type(e).__name__}: {e}.") from None
+        self.agent.set_run_state(agent_state)
+        self.env_steps = env_steps
+        if env_state is None or not self.env.state_saveable:
+            logger.warning("The stored run holds no state of its environments: resuming from fresh environments.")
+            self.agent.reset()  # Partial trajectories belong to the stored run's episodes.
+            self.internal_states = None
+            return
+        self.env.set_state(env_state)
+        self.obs = state["obs"]
+        self.internal_states = state["internal_states"]

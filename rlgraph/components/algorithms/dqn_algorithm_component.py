@@ -91,7 +91,7 @@ class DQNAlgorithmComponent(Component):
         return self.loss_function.loss(q_s, records["actions"], records["rewards"], records["terminals"], qt_sp,
                                        q_sp, importance_weights)
 
-    @rlgraph_api
+    @rlgraph_api(batch_size_arg="batch_size")  # Towers of a multi-device strategy each draw their share.
     def update_from_memory(self, batch_size, time_percentage):
         if self.prioritized:
             records, indices, weights = self.memory.get_records(batch_size)

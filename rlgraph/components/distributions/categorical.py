@@ -3,6 +3,7 @@ import numpy as np
 
 from rlgraph.components.distributions.distribution import Distribution
 from rlgraph.spaces import FloatBox, IntBox
+from rlgraph.backends.tf_backend import tf_random
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn
 from rlgraph.utils.errors import RLGraphSpaceError
@@ -46,7 +47,7 @@ class Categorical(Distribution):
     # --- TensorFlow ---------------------------------------------------------------------------------------
     @graph_fn(backend="tf")
     def _graph_fn_sample_stochastic(self, parameters):
-        u = tf.random.uniform(tf.shape(parameters), minval=_TINY, maxval=1.0, dtype=parameters.dtype)
+        u = tf_random.uniform(tf.shape(parameters), minval=_TINY, maxval=1.0, dtype=parameters.dtype)
         return tf.cast(tf.argmax(parameters - tf.math.log(-tf.math.log(u)), axis=-1), self.dtype)
 
     @graph_fn(backend="tf")

@@ -3,6 +3,7 @@ import math
 
 from rlgraph.components.distributions.distribution import Distribution
 from rlgraph.spaces import FloatBox, Tuple
+from rlgraph.backends.tf_backend import tf_random
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn
 from rlgraph.utils.errors import RLGraphSpaceError
@@ -86,7 +87,7 @@ class Normal(Distribution):
     @graph_fn(backend="tf")
     def _graph_fn_sample_stochastic(self, parameters):
         mean, log_std = self._mean_and_log_std(parameters)
-        return mean + tf.exp(log_std) * tf.random.normal(tf.shape(mean), dtype=mean.dtype)
+        return mean + tf.exp(log_std) * tf_random.normal(tf.shape(mean), dtype=mean.dtype)
 
     @graph_fn(backend="tf")
     def _graph_fn_log_prob(self, parameters, values):

@@ -2,9 +2,11 @@
 from rlgraph.components.common.time_dependent_parameters import TimeDependentParameter
 from rlgraph.components.component import Component
 from rlgraph.spaces import BoxSpace, FloatBox, Space
+from rlgraph.backends.tf_backend import tf_random
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 from rlgraph.utils.errors import RLGraphSpaceError
+from rlgraph.utils.validation import Schedule, check
 
 
 def _check_scalar_float(space, where):
@@ -38,8 +40,8 @@ class EpsilonExploration(Component):
     def __init__(self, epsilon_spec=("linear", 1.0, 0.1), scope=None, **kwargs):
         if isinstance(epsilon_spec, tuple):
             epsilon_spec = list(epsilon_spec)
-        self.epsilon = TimeDependentParameter.from_spec(epsilon_spec, _path="EpsilonExploration.epsilon_spec",
-                                                        scope="epsilon")
+        check("EpsilonExploration", "epsilon_spec", epsilon_spec, Schedule(min=0.0, max=1.0))
+        self.epsilon = TimeDependentParameter.from_spec(epsilon_spec, _path="epsilon_spec", scope="epsilon")
         super().__init__(self.epsilon, scope=scope, **kwargs)
         self._sample_space = None
 
@@ -84,7 +86,7 @@ class EpsilonExploration(Component):
         eps = tf.cast(epsilon, tf.float32)
         if lead > eps.shape.rank:  # One epsilon per item [B] against a [B, T] mask: broadcast over T.
             eps = tf.reshape(eps, tf.concat([tf.shape(eps), tf.ones([lead - eps.shape.rank], tf.int32)], 0))
-        return tf.random.uniform(tf.shape(leaf)[:lead], dtype=tf.float32) < eps
+        return tf_random.uniform(tf.shape(leaf)[:lead], dtype=tf.float32) < eps
 
     @graph_fn(backend="pytorch")
     def _graph_fn_explore_mask(self, sample, epsilon):

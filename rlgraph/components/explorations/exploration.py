@@ -4,6 +4,7 @@ import numpy as np
 from rlgraph.components.component import Component
 from rlgraph.components.explorations.epsilon_exploration import EpsilonExploration
 from rlgraph.spaces import IntBox, Space
+from rlgraph.backends.tf_backend import tf_random
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError
@@ -123,7 +124,7 @@ class Exploration(Component):
     @graph_fn(backend="tf", split_ops=True, add_auto_key_as_first_param=True)
     def _graph_fn_explore(self, key, actions, explore):
         low, high = self._bounds[key]
-        random_actions = tf.cast(tf.random.uniform(tf.shape(actions), low, high, dtype=tf.int64), actions.dtype)
+        random_actions = tf.cast(tf_random.uniform(tf.shape(actions), low, high, dtype=tf.int64), actions.dtype)
         extra = actions.shape.rank - explore.shape.rank
         if extra > 0:  # Actions with an item shape: the whole item explores.
             explore = tf.reshape(explore, tf.concat([tf.shape(explore), tf.ones([extra], tf.int32)], 0))

@@ -1,5 +1,6 @@
 """A uniform replay memory with ring-buffer semantics."""
 from rlgraph.components.memories.memory import Memory
+from rlgraph.backends.tf_backend import tf_random
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 
@@ -54,7 +55,7 @@ class ReplayMemory(Memory):
         check = tf.debugging.assert_less_equal(
             n, size, message="ReplayMemory: asked for more records than the memory holds")
         with tf.control_dependencies([check]):
-            indices = tf.random.uniform(tf.reshape(n, [1]), maxval=tf.maximum(size, 1), dtype=tf.int64)
+            indices = tf_random.uniform(tf.reshape(n, [1]), maxval=tf.maximum(size, 1), dtype=tf.int64)
         return self.record_space.unflatten({k: tf.gather(v, indices) for k, v in self.storage.items()})
 
     @graph_fn(backend="tf")

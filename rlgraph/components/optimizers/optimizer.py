@@ -1,14 +1,13 @@
 """Base class of optimizers: gradients of a loss w.r.t. a dict of variables, global-norm clipping, updates."""
 import logging
 
-import numpy as np
-
 from rlgraph.components.common.time_dependent_parameters import TimeDependentParameter
 from rlgraph.components.component import Component
 from rlgraph.spaces import Dict, FloatBox
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
-from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError
+from rlgraph.utils.errors import RLGraphSpaceError
+from rlgraph.utils.validation import Number, Optional, Schedule, check_args
 
 logger = logging.getLogger(__name__)
 
@@ -43,19 +42,18 @@ class Optimizer(Component):
     """
 
     default_scope = "optimizer"
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``).
+    ARG_RULES = dict(learning_rate=Schedule(min=0.0), clip_grad_norm=Optional(Number(gt=0.0)))
     #: Names of the slot variables each optimized variable gets.
     slot_names = ()
 
     def __init__(self, learning_rate=0.001, clip_grad_norm=None, scope=None, **kwargs):
         super().__init__(scope=scope, **kwargs)
         owner = type(self).__name__
-        self.learning_rate = TimeDependentParameter.from_spec(learning_rate, _path=f"{owner}.learning_rate",
+        check_args(owner, self.ARG_RULES, dict(learning_rate=learning_rate, clip_grad_norm=clip_grad_norm))
+        self.learning_rate = TimeDependentParameter.from_spec(learning_rate, _path="learning_rate",
                                                               scope="learning-rate")
         self.add_components(self.learning_rate)
-        if clip_grad_norm is not None and (isinstance(clip_grad_norm, bool) or not isinstance(
-                clip_grad_norm, (int, float)) or not np.isfinite(clip_grad_norm) or clip_grad_norm <= 0):
-            raise RLGraphSpecError(f"{owner}: clip_grad_norm must be a positive number or None, got "
-                                   f"{clip_grad_norm!r}.")
         self.clip_grad_norm = None if clip_grad_norm is None else float(clip_grad_norm)
         self.steps = None
         self.slots = {}

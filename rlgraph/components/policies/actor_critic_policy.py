@@ -42,7 +42,7 @@ class ActorCriticPolicy(Policy):
         super().__init__(network_spec, action_space=action_space, scope=scope, **kwargs)
         self.value_network = None
         if value_network_spec is not None:
-            self.value_network = build_network(value_network_spec, "ActorCriticPolicy.value_network_spec")
+            self.value_network = build_network(value_network_spec, "value_network_spec")
             if self.value_network.is_recurrent:
                 raise RLGraphSpecError("ActorCriticPolicy.value_network_spec: the separate value network must be "
                                        "feed-forward (put an LSTM into network_spec; the value head shares it).")

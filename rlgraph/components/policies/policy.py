@@ -79,7 +79,7 @@ class Policy(Component):
 
     def __init__(self, network_spec, action_space=None, action_adapter_spec=None, distribution_spec=None, scope=None,
                  **kwargs):
-        network = build_network(network_spec, f"{type(self).__name__}.network_spec")
+        network = build_network(network_spec, "network_spec")
         space = _as_space(action_space, f"{type(self).__name__}.action_space")
         if space is not None:
             space = space.strip_ranks()

@@ -6,7 +6,8 @@ import time
 
 import numpy as np
 
-from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
+from rlgraph.utils.errors import RLGraphCheckpointError, RLGraphError, RLGraphSpecError
+from rlgraph.utils.run_state import load_run_state, save_run_state
 
 logger = logging.getLogger(__name__)
 
@@ -190,11 +191,38 @@ class RayEngine:
                     execution_spec=self.spec.to_dict())
 
     def store(self, path):
+        """Stores the learner's model and run state (``get_run_state``) in directory ``path``."""
+        save_run_state(path, self.get_run_state())
         self.agent.store_model(path)
 
     def load(self, path):
+        """Restores the learner's model and, where stored, its run state (the actors start afresh)."""
         self.agent.load_model(path)
         self._weights_ref, self._weights_version = None, -1
+        state = load_run_state(path)
+        if state is None:
+            logger.warning("'%s' holds no run state: the learner resumes with an empty memory.", path)
+            return
+        self.set_run_state(state)
+
+    def get_run_state(self):
+        """The learner's run state (memory, queued unrolls, counters, schedules, RNG states; see
+        ``Agent.get_run_state``). The actors' environments and partial trajectories are not saved: a resumed
+        Ray run starts them afresh (its actors' timing makes a Ray run irreproducible anyway)."""
+        return dict(engine=type(self).__name__,
+                    agent=self.agent.get_run_state(include_replay=getattr(self, "checkpoint_replay", True)))
+
+    def set_run_state(self, state):
+        """Restores what ``get_run_state`` returned.
+
+        Raises:
+            RLGraphCheckpointError: The state is of another engine or does not fit this one.
+        """
+        if not isinstance(state, dict) or state.get("engine") != type(self).__name__:
+            found = state.get("engine") if isinstance(state, dict) else type(state).__name__
+            raise RLGraphCheckpointError(f"Ray engine: the stored run state belongs to {found!r}, not to a "
+                                         f"{type(self).__name__}.")
+        self.agent.set_run_state(state["agent"])
 
     def evaluate(self, env, num_episodes):
         from rlgraph.workers import VectorWorker

@@ -4,7 +4,7 @@ import logging
 import numpy as np
 
 from rlgraph.execution.ray.ray_engine import RayEngine
-from rlgraph.utils.errors import RLGraphError
+from rlgraph.utils.errors import RLGraphCheckpointError, RLGraphError
 
 logger = logging.getLogger(__name__)
 
@@ -151,6 +151,39 @@ class RayReplayEngine(RayEngine):
         except self.ray.exceptions.RayActorError as e:
             self._replace_shard(k, f"died during {what} ({type(e).__name__})")
             return None
+
+    def get_run_state(self):
+        """The learner's run state plus the replay shards' contents and the replay schedule's counters."""
+        with_replay = getattr(self, "checkpoint_replay", True)
+        shards = self.ray.get([s.get_state.remote() for s in self.shards]) if with_replay else None
+        return dict(super().get_run_state(), shards=shards,
+                    shard_sizes=self.shard_sizes.copy(), updates_made=int(self.updates_made),
+                    ready_at=self._ready_at, next_shard=int(self._next_shard), rng=self._rng.bit_generator.state,
+                    records_lost=int(self.records_lost))
+
+    def set_run_state(self, state):
+        super().set_run_state(state)
+        if state.get("shards", ()) is None:
+            # Stored without the replay's contents (train_spec.checkpoint_replay false): the fresh shards refill.
+            self.learner.forget_replay()
+            state = dict(state, shards=[s.get_state.remote() for s in self.shards])
+            state["shards"] = self.ray.get(state["shards"])
+            state["shard_sizes"] = np.zeros(self.num_shards, np.int64)
+            state["ready_at"] = None
+        try:
+            shards, sizes = list(state["shards"]), np.asarray(state["shard_sizes"], np.int64)
+            if len(shards) != self.num_shards or sizes.shape != (self.num_shards,):
+                raise ValueError(f"{len(shards)} replay shards stored, this run has {self.num_shards} "
+                                 f"(execution_spec.num_replay_shards)")
+            self.ray.get([shard.set_state.remote(s) for shard, s in zip(self.shards, shards)])
+            self.shard_sizes = sizes
+            self.updates_made, self._next_shard = int(state["updates_made"]), int(state["next_shard"])
+            self._ready_at = None if state["ready_at"] is None else int(state["ready_at"])
+            self._rng.bit_generator.state = state["rng"]
+            self.records_lost = int(state["records_lost"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise RLGraphCheckpointError(f"Ray engine: the stored replay state does not fit: {type(e).__name__}: "
+                                         f"{e}.") from None
 
     def processes(self):
         return dict(super().processes(), replay_shards=self.ray.get([s.pid.remote() for s in self.shards]))

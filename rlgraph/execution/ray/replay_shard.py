@@ -63,3 +63,16 @@ class ReplayShard:
         """Sets the raw priorities (e.g. |TD error| + epsilon) of sampled records."""
         self.buffer.update(indices, priorities)
         self.priority_updates += 1
+
+    def get_state(self):
+        """The shard's records, priorities, sampling generator and counters (arrays and JSON scalars)."""
+        structure = None if self.treedef is None else \
+            optree.tree_unflatten(self.treedef, list(range(self.treedef.num_leaves)))
+        return dict(buffer=self.buffer.get_state(), structure=structure, inserted=int(self.inserted),
+                    priority_updates=int(self.priority_updates))
+
+    def set_state(self, state):
+        """Restores what ``get_state`` returned."""
+        self.buffer.set_state(state["buffer"])
+        self.treedef = None if state["structure"] is None else optree.tree_structure(state["structure"])
+        self.inserted, self.priority_updates = int(state["inserted"]), int(state["priority_updates"])

@@ -1,0 +1,300 @@
+"""Declarative checks of spec and constructor values: one rule per key, one error style everywhere.
+
+A rule says what a value must be (``Int(min=1)``, ``Number(min=0)``, ``Bool()``, ``OneOf("mean", "sum")``,
+``Optional(rule)``) and checks it with :func:`check`, which returns the (normalized) value or raises an
+``RLGraphSpecError`` whose message is one line: ``<owner>.<key>: expected <what the rule wants>, got <value>.``
+The error also carries ``key`` (the argument or spec key) and ``reason`` (the text after the colon), so that
+``Specifiable.from_spec`` can name the full config path (``agent.optimizer_spec.learning_rate``) instead of the
+class. :func:`check_spec` checks a plain dict section of a config against a schema (``{key: rule}``), with
+"did you mean" for unknown keys; :func:`json_schema` exports such a schema for editors.
+
+No backend imports here (``rlgraph.utils`` is backend-free).
+"""
+import difflib
+import math
+import numbers
+
+from rlgraph.utils.errors import RLGraphSpecError
+
+
+def spec_error(owner, key, reason):
+    """An ``RLGraphSpecError`` "<owner>.<key>: <reason>" that ``Specifiable.from_spec`` can re-path."""
+    where = f"{owner}.{key}" if owner else key
+    return RLGraphSpecError(f"{where}: {reason}", key=key, reason=reason)
+
+
+def _got(value):
+    if isinstance(value, str):
+        return f"{value!r}" + (" (a string: write numbers without quotes)" if _is_number_string(value) else
+                               " (a string)")
+    if isinstance(value, bool):
+        return f"{value!r} (a bool)"
+    if isinstance(value, float) and value.is_integer():
+        return f"{value!r} (a float)"
+    return f"{value!r}"[:120]
+
+
+def _is_number_string(value):
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+class Rule:
+    """What a value must be. Subclasses implement ``describe()``, ``ok(value)`` and ``json()``."""
+
+    def describe(self):
+        raise NotImplementedError
+
+    def ok(self, value):
+        """``(True, normalized value)`` or ``(False, None)``."""
+        raise NotImplementedError
+
+    def json(self):
+        """The rule as a JSON Schema fragment."""
+        return {}
+
+    def check(self, value, owner, key):
+        good, out = self.ok(value)
+        if not good:
+            raise spec_error(owner, key, f"expected {self.describe()}, got {_got(value)}.")
+        return out
+
+
+def _range_text(kind, lo, hi, lo_open=False):
+    if lo is not None and hi is not None:
+        return f"{kind} in {'(' if lo_open else '['}{lo}, {hi}]"
+    if lo is not None:
+        return f"{kind} {'>' if lo_open else '>='} {lo}"
+    if hi is not None:
+        return f"{kind} <= {hi}"
+    return kind
+
+
+class Int(Rule):
+    """An int (not a bool, not a float such as ``1e9``) in ``[min, max]``."""
+
+    def __init__(self, min=None, max=None):
+        self.min, self.max = min, max
+
+    def describe(self):
+        if self.min == 1 and self.max is None:
+            return "a positive int"
+        return _range_text("an int", self.min, self.max)
+
+    def ok(self, value):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            return False, None
+        value = int(value)
+        if (self.min is not None and value < self.min) or (self.max is not None and value > self.max):
+            return False, None
+        return True, value
+
+    def json(self):
+        out = {"type": "integer"}
+        if self.min is not None:
+            out["minimum"] = self.min
+        if self.max is not None:
+            out["maximum"] = self.max
+        return out
+
+
+class Number(Rule):
+    """A finite real number (int or float, not a bool or a string) in ``[min, max]`` (``gt``: > instead of >=)."""
+
+    def __init__(self, min=None, max=None, gt=None):
+        self.min, self.max, self.gt = min, max, gt
+
+    def describe(self):
+        if self.gt is not None:
+            return _range_text("a finite number", self.gt, self.max, lo_open=True)
+        return _range_text("a finite number", self.min, self.max)
+
+    def ok(self, value):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            return False, None
+        value = float(value)
+        if not math.isfinite(value):
+            return False, None
+        if (self.min is not None and value < self.min) or (self.max is not None and value > self.max) or \
+                (self.gt is not None and value <= self.gt):
+            return False, None
+        return True, value
+
+    def json(self):
+        out = {"type": "number"}
+        if self.min is not None:
+            out["minimum"] = self.min
+        if self.gt is not None:
+            out["exclusiveMinimum"] = self.gt
+        if self.max is not None:
+            out["maximum"] = self.max
+        return out
+
+
+class Bool(Rule):
+    """``True`` or ``False`` (JSON ``true``/``false``); strings such as ``"no"`` and numbers are refused."""
+
+    def describe(self):
+        return "a bool (true or false)"
+
+    def ok(self, value):
+        if isinstance(value, bool) or type(value).__name__ == "bool_":
+            return True, bool(value)
+        return False, None
+
+    def json(self):
+        return {"type": "boolean"}
+
+
+class Str(Rule):
+    """A non-empty string."""
+
+    def describe(self):
+        return "a non-empty string"
+
+    def ok(self, value):
+        return (True, value) if isinstance(value, str) and value else (False, None)
+
+    def json(self):
+        return {"type": "string", "minLength": 1}
+
+
+class OneOf(Rule):
+    """One of the given values (compared with ``==``; ``True`` is not ``1``)."""
+
+    def __init__(self, *values):
+        self.values = values
+
+    def describe(self):
+        return "one of " + ", ".join(repr(v) for v in self.values)
+
+    def ok(self, value):
+        for v in self.values:
+            if type(v) is type(value) and v == value or (v is None and value is None):
+                return True, value
+        return False, None
+
+    def check(self, value, owner, key):
+        good, out = self.ok(value)
+        if not good:
+            close = difflib.get_close_matches(str(value), [str(v) for v in self.values], n=1) \
+                if isinstance(value, str) else []
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise spec_error(owner, key, f"expected {self.describe()}, got {_got(value)}.{hint}")
+        return out
+
+    def json(self):
+        return {"enum": list(self.values)}
+
+
+class Optional(Rule):
+    """``None`` or what ``rule`` accepts."""
+
+    def __init__(self, rule):
+        self.rule = rule
+
+    def describe(self):
+        return f"{self.rule.describe()} or null"
+
+    def ok(self, value):
+        return (True, None) if value is None else self.rule.ok(value)
+
+    def json(self):
+        return {"anyOf": [self.rule.json(), {"type": "null"}]}
+
+
+class Schedule(Rule):
+    """A number, or a schedule spec (``["linear", 1e-3, 1e-5]``, ``{"type": "linear", "from_": ...}``) whose
+    start and end values are numbers in ``[min, max]`` (see ``TimeDependentParameter``)."""
+
+    VALUE_KEYS = ("from_", "to_", "value")
+
+    def __init__(self, min=None, max=None):
+        self.number = Number(min=min, max=max)
+
+    def describe(self):
+        return f"{self.number.describe()} or a schedule such as [\"linear\", from, to]"
+
+    def ok(self, value):
+        if isinstance(value, (list, tuple)):
+            if not value or not isinstance(value[0], str):
+                return False, None
+            values = value[1:3]
+        elif isinstance(value, dict):
+            values = [value[k] for k in self.VALUE_KEYS if k in value]
+        else:
+            return self.number.ok(value)
+        return (True, value) if all(self.number.ok(v)[0] for v in values) else (False, None)
+
+    def json(self):
+        return {"anyOf": [self.number.json(), {"type": "array"}, {"type": "object"}]}
+
+
+class Mapping(Rule):
+    """A dict (JSON object); its keys are checked separately (see :func:`check_spec`)."""
+
+    def describe(self):
+        return "a dict (JSON object)"
+
+    def ok(self, value):
+        return (True, value) if isinstance(value, dict) else (False, None)
+
+    def json(self):
+        return {"type": "object"}
+
+
+def check(owner, key, value, rule):
+    """``value`` checked by ``rule`` (normalized: an int for ``Int``, a float for ``Number``, ...).
+
+    Raises:
+        RLGraphSpecError: "<owner>.<key>: expected <...>, got <value>." with ``key`` and ``reason`` set.
+    """
+    return rule.check(value, owner, key)
+
+
+def check_args(owner, rules, values):
+    """Checks several constructor arguments at once: ``{name: check(owner, name, values[name], rule)}``."""
+    return {name: rule.check(values[name], owner, name) for name, rule in rules.items()}
+
+
+def check_spec(spec, schema, path, defaults=None, required=()):
+    """A dict section of a config checked against ``schema`` (``{key: rule}``).
+
+    Args:
+        spec: The section (None counts as ``{}`` only if nothing is ``required``).
+        schema: ``{key: Rule}``; keys not in it are refused with "did you mean".
+        path: The section's config path for messages (``"environment_spec"``).
+        defaults: Values of keys the section leaves out.
+        required: Keys the section must give.
+
+    Returns:
+        A new dict: ``defaults`` updated by the checked (normalized) values of ``spec``.
+    """
+    if spec is None and not required:
+        spec = {}
+    if not isinstance(spec, dict):
+        example = ", ".join(f'"{k}": ...' for k in required) if required else ""
+        raise RLGraphSpecError(f"{path}: expected a dict (JSON object){' such as {' + example + '}' if example else ''}"
+                               f", got {_got(spec)}.", key=None, reason=None)
+    unknown = [k for k in spec if k not in schema]
+    if unknown:
+        k = unknown[0]
+        close = difflib.get_close_matches(str(k), list(schema), n=3)
+        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        raise spec_error(path, k, f"unknown key {k!r}.{hint} Accepted keys: {', '.join(schema)}.")
+    missing = [k for k in required if k not in spec]
+    if missing:
+        raise spec_error(path, missing[0], f"missing (required: {', '.join(required)}).")
+    out = dict(defaults or {})
+    for k, v in spec.items():
+        out[k] = schema[k].check(v, path, k)
+    return out
+
+
+def json_schema(schema, required=()):
+    """A JSON Schema (draft 2020-12) object for a ``{key: rule}`` schema, for editors."""
+    return {"type": "object", "properties": {k: r.json() for k, r in schema.items()},
+            "required": list(required), "additionalProperties": False}
