@@ -6,7 +6,7 @@ EXTRAS = {
     "ray": ["ray[default]==2.60.*"],
     "gym": ["gymnasium>=1.0,<2", "ale-py>=0.10", "opencv-python-headless>=4.8"],
     "tensorboard": ["tensorboard>=2.18"],
-    "test": ["pytest>=8", "pytest-xdist>=3", "pytest-timeout>=2"],
+    "test": ["pytest>=8", "pytest-xdist>=3", "pytest-timeout>=2", "jsonschema>=4"],
 }
 EXTRAS["all"] = sorted({d for k, v in EXTRAS.items() if k != "test" for d in v})
 

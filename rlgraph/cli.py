@@ -1,4 +1,5 @@
-"""The ``rlgraph`` command line: ``rlgraph train CONFIG``, ``rlgraph evaluate CONFIG --checkpoint DIR``."""
+"""The ``rlgraph`` command line: ``rlgraph train CONFIG``, ``rlgraph evaluate CONFIG --checkpoint DIR``,
+``rlgraph schema [--output FILE]``."""
 import argparse
 import json
 import logging
@@ -47,6 +48,24 @@ def _evaluate(args):
     returns = VectorWorker(agent, env, learn=False).evaluate(env, args.episodes)
     print(json.dumps(dict(mean_return=float(np.mean(returns)), episodes=len(returns),
                           min_return=float(np.min(returns)), max_return=float(np.max(returns))), indent=1))
+    return 0
+
+
+def _schema(args):
+    from rlgraph.execution.config_schema import config_schema
+    text = json.dumps(config_schema(), indent=1) + "\n"
+    if not args.output or args.output == "-":
+        sys.stdout.write(text)
+        return 0
+    from rlgraph.utils.errors import RLGraphError
+    try:
+        tmp = args.output + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, args.output)
+    except OSError as e:
+        raise RLGraphError(f"--output '{args.output}' cannot be written: {e.strerror or e}.") from None
+    print(f"JSON Schema of training configs written to {args.output}")
     return 0
 
 
@@ -147,6 +166,10 @@ def main(argv=None):
     evaluate.add_argument("--backend", choices=["tf", "pytorch"], default=None)
     evaluate.add_argument("--seed", type=int, default=12345)
 
+    schema = sub.add_parser("schema", help="print the JSON Schema (draft 2020-12) of training configs, for "
+                                           "editors and CI checks")
+    schema.add_argument("--output", "-o", default=None, help="write it to this file instead of stdout")
+
     demo = sub.add_parser("demo", help="build a small component graph from a JSON config on each backend and run it")
     demo.add_argument("config", help="path to a demo config, e.g. configs/demo_network.json")
     demo.add_argument("--backend", choices=["tf", "pytorch"], default=None)
@@ -159,7 +182,7 @@ def main(argv=None):
     if args.command == "train" and args.resume and not args.logdir:
         parser.error("--resume needs --logdir")
     try:
-        return {"train": _train, "evaluate": _evaluate, "demo": _demo}[args.command](args)
+        return {"train": _train, "evaluate": _evaluate, "schema": _schema, "demo": _demo}[args.command](args)
     except RLGraphError as e:
         print(f"rlgraph {args.command}: error: {e}", file=sys.stderr)
         return 2

@@ -11,9 +11,13 @@ import pytest
 
 import rlgraph.agents.impala_agent  # noqa: F401  (registers "impala")
 from rlgraph.agents import Agent
+from rlgraph.components import Memory, Optimizer
 from rlgraph.components.layers import Layer
 from rlgraph.environments import VectorEnv
 from rlgraph.spaces import FloatBox, IntBox
+from rlgraph.trajectories.n_step_builder import NStepBuilder
+from rlgraph.trajectories.sequence_builder import SequenceBuilder
+from rlgraph.trajectories.unroll_builder import UnrollBuilder
 from rlgraph.utils import specifiable
 from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError
 from rlgraph.utils.validation import Bool, Int, Number, OneOf, Optional, Schedule, check, check_spec, json_schema
@@ -177,6 +181,30 @@ def test_validation_rules():
                                                r"'num_envs'\?"):
         check_spec({"num_env": 2}, schema, "environment_spec")
     assert json_schema(schema)["properties"]["num_envs"] == {"type": "integer", "minimum": 1, "maximum": 8}
+    assert check("X", "beta", 0.0, Number(min=0.0, lt=1.0)) == 0.0
+    with pytest.raises(RLGraphSpecError, match=r"^X\.beta: expected a finite number in \[0\.0, 1\.0\), got 1\.0"):
+        check("X", "beta", 1.0, Number(min=0.0, lt=1.0))
+    assert Number(min=0.0, lt=1.0).json() == {"type": "number", "minimum": 0.0, "exclusiveMaximum": 1.0}
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda: Optimizer.from_spec({"type": "adam", "beta_1": 1.0}, _path="optimizer_spec"),
+     r"^optimizer_spec\.beta_1: expected a finite number in \[0\.0, 1\.0\), got 1\.0"),
+    (lambda: Optimizer.from_spec({"type": "rmsprop", "epsilon": 0}, _path="optimizer_spec"),
+     r"^optimizer_spec\.epsilon: expected a finite number > 0\.0, got 0\.$"),
+    (lambda: Optimizer.from_spec({"type": "sgd", "nesterov": "yes"}, _path="optimizer_spec"),
+     r"^optimizer_spec\.nesterov: expected a bool"),
+    (lambda: Memory.from_spec({"type": "replay-memory", "capacity": 1e5}, _path="memory_spec"),
+     r"^memory_spec\.capacity: expected a positive int, got 100000\.0 \(a float\)\.$"),
+    (lambda: Memory.from_spec({"type": "prioritized-replay", "alpha": -0.5}, _path="memory_spec"),
+     r"^memory_spec\.alpha: expected a finite number >= 0\.0, got -0\.5\.$"),
+    (lambda: NStepBuilder(0, 0.99), r"^NStepBuilder\.n_step: expected a positive int, got 0\.$"),
+    (lambda: SequenceBuilder(8, 4, start_padding=-1), r"^SequenceBuilder\.start_padding: expected an int >= 0"),
+    (lambda: UnrollBuilder("32"), r"^UnrollBuilder\.unroll_length: expected a positive int, got '32' \(a string"),
+])
+def test_component_arguments_are_checked_by_their_rules(build, message):
+    with pytest.raises(RLGraphSpecError, match=message):
+        build()
 
 
 # --- 3. a config's dotted "type" imports nothing unless allowed -----------------------------------------------

@@ -21,8 +21,8 @@ def small_dqn_config(tmp_path, **changes):
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--steps", "-5"], "steps: expected null or an int >= 1, got -5"),
-    (["--seconds", "-1"], "seconds: expected null or a number > 0, got -1.0"),
+    (["--steps", "-5"], "steps: expected a positive int or null, got -5"),
+    (["--seconds", "-1"], "seconds: expected a finite number > 0 or null, got -1.0"),
     (["--seed", "-1"], "seed: expected an int >= 0, got -1"),
 ])
 def test_bad_budgets_and_seeds_are_one_line(tmp_path, capsys, extra, message):
@@ -43,13 +43,13 @@ def test_a_logdir_that_is_a_file_or_cannot_be_made_is_one_line(tmp_path, capsys)
 
 
 @pytest.mark.parametrize("train_spec, message", [
-    ({"chunk_steps": 0}, "train_spec.chunk_steps: expected an int >= 1, got 0"),
-    ({"seconds": -3}, "train_spec.seconds: expected null or a number > 0, got -3"),
-    ({"eval_every_steps": -1}, "train_spec.eval_every_steps: expected null or an int >= 1, got -1"),
-    ({"target_return": "high"}, "train_spec.target_return: expected null or a number, got 'high'"),
-    ({"steps": "abc"}, "train_spec.steps: expected null or an int >= 1, got 'abc'"),
-    ({"stop_at_target": "yes"}, "train_spec.stop_at_target: expected true or false, got 'yes'"),
-    ({"chunk_step": 10}, "train_spec.chunk_step: unknown key. Did you mean 'chunk_steps'?"),
+    ({"chunk_steps": 0}, "train_spec.chunk_steps: expected a positive int, got 0"),
+    ({"seconds": -3}, "train_spec.seconds: expected a finite number > 0 or null, got -3"),
+    ({"eval_every_steps": -1}, "train_spec.eval_every_steps: expected a positive int or null, got -1"),
+    ({"target_return": "high"}, "train_spec.target_return: expected a finite number or null, got 'high'"),
+    ({"steps": "abc"}, "train_spec.steps: expected a positive int or null, got 'abc'"),
+    ({"stop_at_target": "yes"}, "train_spec.stop_at_target: expected a bool (true or false), got 'yes'"),
+    ({"chunk_step": 10}, "train_spec.chunk_step: unknown key 'chunk_step'. Did you mean 'chunk_steps'?"),
 ])
 def test_bad_train_spec_values_name_the_key(tmp_path, capsys, train_spec, message):
     cfg = small_dqn_config(tmp_path, train_spec=train_spec)

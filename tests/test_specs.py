@@ -34,7 +34,7 @@ def test_nested_spec_errors_name_their_path():
 
 
 def test_bad_values_get_clear_errors():
-    with pytest.raises(RLGraphSpecError, match="capacity must be a positive int"):
+    with pytest.raises(RLGraphSpecError, match=r"capacity: expected a positive int, got -3"):
         ReplayMemory.from_spec({"capacity": -3})
     with pytest.raises(RLGraphSpecError, match="Unknown activation 'relux'"):
         DenseLayer.from_spec({"units": 2, "activation": "relux"})

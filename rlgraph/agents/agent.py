@@ -13,7 +13,7 @@ from rlgraph.spaces import Space
 from rlgraph.utils.backend import get_default_backend, normalize_backend
 from rlgraph.utils.errors import RLGraphCheckpointError, RLGraphDivergenceError, RLGraphError, RLGraphSpecError
 from rlgraph.utils.specifiable import Specifiable, load_json
-from rlgraph.utils.validation import Int, Number, check, check_spec, spec_error
+from rlgraph.utils.validation import Int, Number, check, check_args, check_spec, spec_error
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +66,8 @@ class Agent(Specifiable):
     RUN_KEYS = ("environment_spec", "train_spec", "execution_spec", "description")
     #: Agent arguments that do not change what a stored model means (left out of ``config_hash``).
     RUNTIME_KEYS = ("backend", "seed", "device", "name", "role", "device_strategy")
+    #: What the checked constructor arguments accept (``rlgraph.utils.validation``; also the config's JSON Schema).
+    ARG_RULES = dict(seed=Int(min=0), discount=Number(min=0.0, max=1.0))
     #: The role classes (subclasses set them).
     actor_class = None
     learner_class = None
@@ -80,8 +82,8 @@ class Agent(Specifiable):
         self.state_space = _to_space(state_space, "state_space").strip_ranks()
         self.action_space = _to_space(action_space, "action_space").strip_ranks()
         self.backend = normalize_backend(backend or get_default_backend())
-        self.seed = check(type(self).__name__, "seed", seed, Int(min=0))
-        self.discount = check(type(self).__name__, "discount", discount, Number(min=0.0, max=1.0))
+        checked = check_args(type(self).__name__, Agent.ARG_RULES, dict(seed=seed, discount=discount))
+        self.seed, self.discount = checked["seed"], checked["discount"]
         self.preprocessing_spec = preprocessing_spec
         self.network_spec = network_spec
         self.optimizer_spec = optimizer_spec or {"type": "adam", "learning_rate": 1e-3}

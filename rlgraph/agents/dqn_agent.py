@@ -1,12 +1,12 @@
 """The DQN agent: double, dueling, n-step, prioritized replay."""
-from rlgraph.agents.agent import Agent, _to_space, check_positive_int, check_update_spec
+from rlgraph.agents.agent import Agent, _to_space, check_update_spec
 from rlgraph.agents.dqn_actor import DQNActor
 from rlgraph.agents.dqn_learner import DQNLearner
 from rlgraph.components.algorithms.dqn_algorithm_component import DQNAlgorithmComponent
 from rlgraph.spaces import BoolBox, Dict, FloatBox, IntBox
 from rlgraph.trajectories import NStepBuilder
 from rlgraph.utils.errors import RLGraphSpecError
-from rlgraph.utils.validation import Bool, check_args
+from rlgraph.utils.validation import Bool, Int, check_args
 
 DEFAULT_UPDATE_SPEC = dict(batch_size=64, update_interval=4, updates_per_interval=1, steps_before_update=1000,
                            sync_interval=500)
@@ -37,16 +37,20 @@ class DQNAgent(Agent):
     learner_class = DQNLearner
     actor_api_methods = ("get_q_values", "get_greedy_actions", "get_actions", "get_actions_with_epsilon")
 
+    #: What the checked constructor arguments accept.
+    ARG_RULES = dict(schedule_timesteps=Int(min=1), dueling=Bool(), double_q=Bool(), huber_loss=Bool(),
+                     n_step=Int(min=1))
+
     def __init__(self, state_space, action_space, memory_spec=None, exploration_spec=None, update_spec=None,
                  schedule_timesteps=100000, dueling=True, double_q=True, huber_loss=True, n_step=1, **kwargs):
         self.memory_spec = memory_spec or {"type": "prioritized-replay", "capacity": 50000}
         self.exploration_spec = exploration_spec or {"epsilon_spec": ["linear", 1.0, 0.05]}
         self.update_spec = check_update_spec(type(self).__name__, update_spec, DEFAULT_UPDATE_SPEC)
-        self.schedule_timesteps = check_positive_int(type(self).__name__, "schedule_timesteps", schedule_timesteps)
-        flags = check_args(type(self).__name__, dict(dueling=Bool(), double_q=Bool(), huber_loss=Bool()),
-                           dict(dueling=dueling, double_q=double_q, huber_loss=huber_loss))
-        self.dueling, self.double_q, self.huber_loss = flags["dueling"], flags["double_q"], flags["huber_loss"]
-        self.n_step = check_positive_int(type(self).__name__, "n_step", n_step)
+        args = check_args(type(self).__name__, DQNAgent.ARG_RULES,
+                          dict(schedule_timesteps=schedule_timesteps, dueling=dueling, double_q=double_q,
+                               huber_loss=huber_loss, n_step=n_step))
+        self.schedule_timesteps, self.n_step = args["schedule_timesteps"], args["n_step"]
+        self.dueling, self.double_q, self.huber_loss = args["dueling"], args["double_q"], args["huber_loss"]
         space = _to_space(action_space, "action_space")
         if not isinstance(space, IntBox) or space.num_categories is None:
             raise RLGraphSpecError(f"{type(self).__name__} needs a discrete (IntBox) action space, got {space!r}.")

@@ -1,14 +1,14 @@
 """The R2D2 agent: recurrent replay DQN on stored sequences with burn-in (Kapturowski et al. 2019)."""
 import numpy as np
 
-from rlgraph.agents.agent import Agent, check_positive_int, check_update_spec
+from rlgraph.agents.agent import Agent, check_update_spec
 from rlgraph.agents.r2d2_actor import STATE_KEY, R2D2Actor
 from rlgraph.agents.r2d2_learner import R2D2Learner
 from rlgraph.components.algorithms.r2d2_algorithm_component import R2D2AlgorithmComponent
 from rlgraph.spaces import BoolBox, BoxSpace, Dict, FloatBox, IntBox, Tuple
 from rlgraph.trajectories import SequenceBuilder
 from rlgraph.utils.errors import RLGraphSpecError
-from rlgraph.utils.validation import Bool, check_args
+from rlgraph.utils.validation import Bool, Int, check_args
 
 DEFAULT_UPDATE_SPEC = dict(batch_size=64, update_interval=16, updates_per_interval=1, steps_before_update=2000,
                            sync_interval=2500)
@@ -55,6 +55,9 @@ class R2D2Agent(Agent):
     learner_class = R2D2Learner
     actor_api_methods = ("get_q_values", "get_greedy_actions", "get_actions", "get_actions_with_epsilon")
 
+    #: What the checked constructor arguments accept.
+    ARG_RULES = dict(schedule_timesteps=Int(min=1), dueling=Bool(), huber_loss=Bool(), pad_episode_starts=Bool())
+
     def __init__(self, state_space, action_space, memory_spec=None, exploration_spec=None, actor_epsilons="apex",
                  update_spec=None, schedule_timesteps=100000, dueling=True, n_step=5, eta=0.9, rescaling_epsilon=1e-3,
                  huber_loss=False, pad_episode_starts=True, **kwargs):
@@ -64,10 +67,11 @@ class R2D2Agent(Agent):
         self.memory_spec = dict(DEFAULT_MEMORY_SPEC, **(memory_spec or {}))
         self.exploration_spec = exploration_spec or {"epsilon_spec": ["linear", 1.0, 0.05]}
         self.update_spec = check_update_spec("R2D2Agent", update_spec, DEFAULT_UPDATE_SPEC)
-        self.schedule_timesteps = check_positive_int("R2D2Agent", "schedule_timesteps", schedule_timesteps)
+        flags = check_args("R2D2Agent", R2D2Agent.ARG_RULES,
+                           dict(schedule_timesteps=schedule_timesteps, dueling=dueling, huber_loss=huber_loss,
+                                pad_episode_starts=pad_episode_starts))
+        self.schedule_timesteps = flags["schedule_timesteps"]
         self.actor_epsilons_spec = _check_actor_epsilons(actor_epsilons)
-        flags = check_args("R2D2Agent", dict(dueling=Bool(), huber_loss=Bool(), pad_episode_starts=Bool()),
-                           dict(dueling=dueling, huber_loss=huber_loss, pad_episode_starts=pad_episode_starts))
         self.dueling, self.n_step, self.eta = flags["dueling"], n_step, eta
         self.rescaling_epsilon, self.huber_loss = rescaling_epsilon, flags["huber_loss"]
         self.pad_episode_starts = flags["pad_episode_starts"]

@@ -1,90 +1,34 @@
 """The ``execution_spec`` section of a training config: how an engine places actors and learners."""
 import dataclasses
-import difflib
-from typing import Optional
+import typing
 
 from rlgraph.utils.errors import RLGraphSpecError
-
-#: The keys an ``actor_resources`` dict may hold (Ray's actor options).
-RESOURCE_KEYS = ("num_cpus", "num_gpus", "memory", "resources")
-
-
-def _int(minimum):
-    def check(value):
-        return not isinstance(value, bool) and isinstance(value, int) and value >= minimum
-    check.what = f"an int >= {minimum}"
-    return check
-
-
-def _optional(check):
-    def optional(value):
-        return value is None or check(value)
-    optional.what = f"null or {check.what}"
-    return optional
-
-
-def _number(minimum):
-    def check(value):
-        return not isinstance(value, bool) and isinstance(value, (int, float)) and value >= minimum
-    check.what = f"a number >= {minimum}"
-    return check
-
-
-def _string(value):
-    return isinstance(value, str) and bool(value)
-
-
-_string.what = "a non-empty string"
-
-
-def _resources(value):
-    return isinstance(value, dict) and set(value) <= set(RESOURCE_KEYS)
-
-
-_resources.what = f"a dict with keys among {list(RESOURCE_KEYS)}"
-
-def _bool(value):
-    return isinstance(value, bool)
-
-
-_bool.what = "true or false"
+from rlgraph.utils.validation import (Bool, HostPort, Int, ListOf, Mapping, Number, OneOf, Optional, Str,
+                                      check_spec, doc_args, json_schema)
 
 #: The transports of the central-inference engine.
 TRANSPORTS = ("shm", "grpc")
 
-
-def _transport(value):
-    return value in TRANSPORTS
-
-
-_transport.what = f"one of {list(TRANSPORTS)}"
-
-
-def _address(value):
-    if not isinstance(value, str):
-        return False
-    host, _, port = value.rpartition(":")
-    return bool(host) and port.isdigit() and int(port) < 65536
-
-
-_address.what = "a 'HOST:PORT' string (port 0: any free port)"
-
 #: The device strategies (``rlgraph.executors.device_strategy.STRATEGIES``).
 DEVICE_STRATEGIES = ("default", "multi_device_sync")
 
+#: What each ``actor_resources`` key accepts.
+RESOURCES_SCHEMA = dict(num_cpus=Number(min=0), num_gpus=Number(min=0), memory=Number(min=0),
+                        resources=Mapping())
+#: The keys an ``actor_resources`` dict may hold (Ray's actor options).
+RESOURCE_KEYS = tuple(RESOURCES_SCHEMA)
 
-def _device_strategy(value):
-    return value in DEVICE_STRATEGIES
-
-
-_device_strategy.what = f"one of {list(DEVICE_STRATEGIES)}"
-
-
-def _devices(value):
-    return isinstance(value, list) and bool(value) and all(isinstance(d, str) and d for d in value)
-
-
-_devices.what = "a non-empty list of device strings (e.g. [\"gpu:0\", \"gpu:1\"])"
+#: What each ``execution_spec`` key accepts (the dataclass below holds the defaults and the descriptions).
+SCHEMA = dict(
+    num_actors=Int(min=1), envs_per_actor=Optional(Int(min=1)), sample_steps=Optional(Int(min=1)),
+    max_samples_in_flight=Int(min=1), learner_queue_size=Optional(Int(min=1)), num_replay_shards=Int(min=1),
+    replay_prefetch=Int(min=1), max_update_backlog=Int(min=1), weight_sync_steps=Optional(Int(min=0)),
+    actor_resources=Mapping(RESOURCES_SCHEMA), ray_address=Optional(Str()), max_actor_restarts=Int(min=0),
+    sample_timeout_s=Number(min=1), transport=OneOf(*TRANSPORTS), inference_batch_size=Optional(Int(min=1)),
+    inference_timeout_ms=Number(min=0), server_address=Optional(HostPort()), token=Optional(Str()),
+    local_actors=Bool(), device_strategy=OneOf(*DEVICE_STRATEGIES),
+    devices=Optional(ListOf(Str(), min_items=1,
+                            what="a non-empty list of device strings (e.g. [\"gpu:0\", \"gpu:1\"])")))
 
 
 @dataclasses.dataclass
@@ -129,59 +73,37 @@ class ExecutionSpec:
     """
 
     num_actors: int = 2
-    envs_per_actor: Optional[int] = None
-    sample_steps: Optional[int] = None
+    envs_per_actor: typing.Optional[int] = None
+    sample_steps: typing.Optional[int] = None
     max_samples_in_flight: int = 2
-    learner_queue_size: Optional[int] = None
+    learner_queue_size: typing.Optional[int] = None
     num_replay_shards: int = 2
     replay_prefetch: int = 4
     max_update_backlog: int = 8
-    weight_sync_steps: Optional[int] = None
+    weight_sync_steps: typing.Optional[int] = None
     actor_resources: dict = dataclasses.field(default_factory=lambda: {"num_cpus": 1})
-    ray_address: Optional[str] = None
+    ray_address: typing.Optional[str] = None
     max_actor_restarts: int = 10
     sample_timeout_s: float = 300.0
     transport: str = "shm"
-    inference_batch_size: Optional[int] = None
+    inference_batch_size: typing.Optional[int] = None
     inference_timeout_ms: float = 2.0
-    server_address: Optional[str] = None
-    token: Optional[str] = None
+    server_address: typing.Optional[str] = None
+    token: typing.Optional[str] = None
     local_actors: bool = True
     device_strategy: str = "default"
-    devices: Optional[list] = None
-
-    _CHECKS = dict(num_actors=_int(1), envs_per_actor=_optional(_int(1)), sample_steps=_optional(_int(1)),
-                   max_samples_in_flight=_int(1), learner_queue_size=_optional(_int(1)),
-                   num_replay_shards=_int(1), replay_prefetch=_int(1), max_update_backlog=_int(1),
-                   weight_sync_steps=_optional(_int(0)), actor_resources=_resources,
-                   ray_address=_optional(_string), max_actor_restarts=_int(0), sample_timeout_s=_number(1),
-                   transport=_transport, inference_batch_size=_optional(_int(1)),
-                   inference_timeout_ms=_number(0), server_address=_optional(_address), token=_optional(_string),
-                   local_actors=_bool,
-                   device_strategy=_device_strategy, devices=_optional(_devices))
+    devices: typing.Optional[list] = None
 
     @classmethod
     def from_config(cls, config, path="execution_spec", **overrides):
         """The spec from a training config's ``execution_spec`` (absent: defaults), then ``overrides``
         (command-line values; None leaves the config's). Unknown keys and bad values raise
-        ``RLGraphSpecError`` naming ``path.key``."""
+        ``RLGraphSpecError`` naming ``path.key`` (checked by ``SCHEMA``)."""
         spec = config.get("execution_spec") if isinstance(config, dict) else None
-        if spec is None:
-            spec = {}
-        if not isinstance(spec, dict):
-            raise RLGraphSpecError(f"{path}: expected a JSON object, got {spec!r}.")
-        values = dict(spec)
+        check_spec(spec, SCHEMA, path)
+        values = dict(spec or {})
         values.update({k: v for k, v in overrides.items() if v is not None})
-        names = [f.name for f in dataclasses.fields(cls)]
-        for key in values:
-            if key not in names:
-                close = difflib.get_close_matches(key, names, n=3)
-                hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-                raise RLGraphSpecError(f"{path}.{key}: unknown key.{hint} Accepted: {', '.join(names)}.")
-        for key, value in values.items():
-            check = cls._CHECKS[key]
-            if not check(value):
-                raise RLGraphSpecError(f"{path}.{key}: expected {check.what}, got {value!r}.")
+        values = check_spec(values, SCHEMA, path)
         if values.get("device_strategy", "default") == "multi_device_sync" and not values.get("devices"):
             raise RLGraphSpecError(f"{path}.devices: device_strategy 'multi_device_sync' needs a list of devices, "
                                    f"one per tower (e.g. [\"gpu:0\", \"gpu:1\"]).")
@@ -192,6 +114,13 @@ class ExecutionSpec:
     def envs_per_actor_for(self, num_envs):
         """Environments per actor: the spec's value, else ``num_envs`` divided over the actors (>= 1)."""
         return self.envs_per_actor or max(1, int(num_envs) // self.num_actors)
+
+    @classmethod
+    def json_schema(cls):
+        """The JSON Schema (draft 2020-12) of an ``execution_spec`` section."""
+        defaults = {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
+                    for f in dataclasses.fields(cls)}
+        return json_schema(SCHEMA, descriptions=doc_args(cls), defaults=defaults)
 
     def to_dict(self):
         return dataclasses.asdict(self)

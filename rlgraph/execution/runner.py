@@ -1,13 +1,13 @@
 """One training run from a config on any engine: what ``rlgraph train`` and the example scripts call."""
-import difflib
 import json
 import os
 import time
 
 import numpy as np
 
-from rlgraph.execution.execution_spec import ExecutionSpec, _int, _optional
+from rlgraph.execution.execution_spec import ExecutionSpec
 from rlgraph.utils.errors import RLGraphSpecError
+from rlgraph.utils.validation import Bool, Int, Number, Optional, check_args, check_spec, json_schema
 
 #: The engines ``train`` runs.
 EXECUTORS = ("local", "ray", "central")
@@ -17,31 +17,32 @@ DEFAULT_TRAIN_SPEC = dict(steps=None, seconds=None, target_return=None, stop_at_
                           keep_checkpoints=3, checkpoint_replay=True)
 
 
-def _bool(value):
-    return isinstance(value, bool)
-
-
-_bool.what = "true or false"
-
-
-def _finite_number(value):
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and np.isfinite(value)
-
-
-_finite_number.what = "a number"
-
-
-def _positive(value):
-    return _finite_number(value) and value > 0
-
-
-_positive.what = "a number > 0"
-
 #: What each ``train_spec`` key accepts.
-TRAIN_SPEC_CHECKS = dict(steps=_optional(_int(1)), seconds=_optional(_positive), target_return=_optional(_finite_number),
-                         stop_at_target=_bool, eval_episodes=_optional(_int(0)), eval_every_steps=_optional(_int(1)),
-                         checkpoint_every_seconds=_positive, chunk_steps=_int(1), keep_checkpoints=_int(1),
-                         checkpoint_replay=_bool)
+TRAIN_SPEC_SCHEMA = dict(steps=Optional(Int(min=1)), seconds=Optional(Number(gt=0)),
+                         target_return=Optional(Number()), stop_at_target=Bool(), eval_episodes=Optional(Int(min=0)),
+                         eval_every_steps=Optional(Int(min=1)), checkpoint_every_seconds=Number(gt=0),
+                         chunk_steps=Int(min=1), keep_checkpoints=Int(min=1), checkpoint_replay=Bool())
+
+#: What each ``train_spec`` key means (the JSON Schema's descriptions).
+TRAIN_SPEC_DOCS = dict(
+    steps="Environment steps to train for (null: see seconds; both null: 100000).",
+    seconds="Wall seconds to train for (null: no time limit).",
+    target_return="Mean return over recent episodes at which the run counts as solved (null: none).",
+    stop_at_target="Stop the run when target_return is reached.",
+    eval_episodes="Greedy evaluation episodes at the end of the run and at each periodic evaluation (0/null: none).",
+    eval_every_steps="Environment steps between periodic greedy evaluations (null: none).",
+    checkpoint_every_seconds="Wall seconds between checkpoints.",
+    chunk_steps="Environment steps per training chunk (logging and stop checks happen between chunks).",
+    keep_checkpoints="Checkpoints kept in the logdir (the newest ones).",
+    checkpoint_replay="Store the replay memory in checkpoints (exact resume of replay agents).")
+
+#: What ``train``'s own arguments accept (the command line's --steps, --seconds, --seed).
+RUN_ARG_RULES = dict(steps=Optional(Int(min=1)), seconds=Optional(Number(gt=0)), seed=Int(min=0))
+
+
+def train_spec_json_schema():
+    """The JSON Schema (draft 2020-12) of a ``train_spec`` section."""
+    return json_schema(TRAIN_SPEC_SCHEMA, descriptions=TRAIN_SPEC_DOCS, defaults=DEFAULT_TRAIN_SPEC)
 
 
 def load_config(path_or_dict, name="config"):
@@ -55,19 +56,7 @@ def load_config(path_or_dict, name="config"):
         got = "missing" if "environment_spec" not in config else f"{config['environment_spec']!r}"
         raise RLGraphSpecError(f"{name}: environment_spec must be a JSON object (e.g. {{\"env_spec\": "
                                f"\"CartPole-v1\", \"num_envs\": 8}}), got {got}.")
-    given = config.get("train_spec", {})
-    if not isinstance(given, dict):
-        raise RLGraphSpecError(f"{name}: train_spec must be a JSON object, got {given!r}.")
-    for key, value in given.items():
-        if key not in TRAIN_SPEC_CHECKS:
-            close = difflib.get_close_matches(str(key), list(TRAIN_SPEC_CHECKS), n=1)
-            hint = f" Did you mean '{close[0]}'?" if close else f" Accepted: {', '.join(TRAIN_SPEC_CHECKS)}."
-            raise RLGraphSpecError(f"{name}: train_spec.{key}: unknown key.{hint}")
-        check = TRAIN_SPEC_CHECKS[key]
-        if not check(value):
-            raise RLGraphSpecError(f"{name}: train_spec.{key}: expected {check.what}, got {value!r}.")
-    train = dict(DEFAULT_TRAIN_SPEC)
-    train.update(given)
+    train = check_spec(config.get("train_spec", {}), TRAIN_SPEC_SCHEMA, "train_spec", defaults=DEFAULT_TRAIN_SPEC)
     return config, train
 
 
@@ -155,10 +144,7 @@ def train(config, executor="local", env_id=None, backend=None, steps=None, secon
     config, train_spec = load_config(config)
     if resume and not logdir:
         raise RLGraphSpecError("resume needs a logdir (--logdir).")
-    for key, value, check in (("steps", steps, _optional(_int(1))), ("seconds", seconds, _optional(_positive)),
-                              ("seed", seed, _int(0))):
-        if not check(value):
-            raise RLGraphSpecError(f"{key}: expected {check.what}, got {value!r}.")
+    check_args(None, RUN_ARG_RULES, dict(steps=steps, seconds=seconds, seed=seed))
     if logdir:
         _check_logdir(logdir, resume, overwrite)
     worker, agent, spec = make_engine(config, executor, env_id, backend, seed, num_actors, ray_address, transport)

@@ -2,7 +2,8 @@
 import numpy as np
 
 from rlgraph.trajectories.env_slots import CountedSlotsBuilder, EnvSlots, as_env_ids, check_step
-from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
+from rlgraph.utils.errors import RLGraphError
+from rlgraph.utils.validation import Int, Number, check_args
 
 #: The step keys every call of ``NStepBuilder.add`` needs.
 REQUIRED_KEYS = ("states", "actions", "rewards", "next_states", "terminals", "truncations")
@@ -28,14 +29,13 @@ class NStepBuilder(CountedSlotsBuilder):
         discount: The discount factor (>= 0).
     """
 
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``).
+    ARG_RULES = dict(n_step=Int(min=1), discount=Number(min=0.0))
+
     def __init__(self, n_step, discount):
         owner = type(self).__name__
-        if isinstance(n_step, bool) or not isinstance(n_step, (int, np.integer)) or n_step < 1:
-            raise RLGraphSpecError(f"{owner}: n_step must be an int >= 1, got {n_step!r}.")
-        if isinstance(discount, bool) or not isinstance(discount, (int, float, np.integer, np.floating)) \
-                or not np.isfinite(discount) or discount < 0:
-            raise RLGraphSpecError(f"{owner}: discount must be a finite number >= 0, got {discount!r}.")
-        self.n_step, self.discount = int(n_step), float(discount)
+        args = check_args(owner, self.ARG_RULES, dict(n_step=n_step, discount=discount))
+        self.n_step, self.discount = args["n_step"], args["discount"]
         self._discounts = np.array([self.discount ** k for k in range(self.n_step)], np.float32)
         self._slots = EnvSlots(owner, fields=dict(head=(np.int64, 0), count=(np.int64, 0)),
                                stores=dict(steps=self.n_step))

@@ -4,6 +4,7 @@ import optree
 
 from rlgraph.trajectories.env_slots import EnvSlots, as_env_ids, check_step
 from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
+from rlgraph.utils.validation import Int, check_args
 
 
 class SequenceBuilder:
@@ -31,13 +32,14 @@ class SequenceBuilder:
         mask_key: The output key of the validity mask.
     """
 
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``).
+    ARG_RULES = dict(sequence_length=Int(min=1), stride=Int(min=1), start_padding=Int(min=0))
+
     def __init__(self, sequence_length, stride, start_padding=0, state_key="internal_states", mask_key="mask"):
         owner = type(self).__name__
-        for name, value, low in (("sequence_length", sequence_length, 1), ("stride", stride, 1),
-                                 ("start_padding", start_padding, 0)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-                raise RLGraphSpecError(f"{owner}: {name} must be an int >= {low}, got {value!r}.")
-        self.length, self.stride, self.padding = int(sequence_length), int(stride), int(start_padding)
+        args = check_args(owner, self.ARG_RULES, dict(sequence_length=sequence_length, stride=stride,
+                                                      start_padding=start_padding))
+        self.length, self.stride, self.padding = args["sequence_length"], args["stride"], args["start_padding"]
         if self.stride > self.length:
             raise RLGraphSpecError(f"{owner}: stride must be <= sequence_length ({self.length}), got {stride!r}.")
         if self.padding >= self.length:

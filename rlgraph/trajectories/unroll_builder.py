@@ -4,6 +4,7 @@ import optree
 
 from rlgraph.trajectories.env_slots import CountedSlotsBuilder, EnvSlots, as_env_ids, check_step
 from rlgraph.utils.errors import RLGraphSpecError
+from rlgraph.utils.validation import Int, check
 
 
 def _keys(owner, name, keys):
@@ -32,8 +33,7 @@ class UnrollBuilder(CountedSlotsBuilder):
 
     def __init__(self, unroll_length, first_keys=(), last_keys=()):
         owner = type(self).__name__
-        if isinstance(unroll_length, bool) or not isinstance(unroll_length, (int, np.integer)) or unroll_length < 1:
-            raise RLGraphSpecError(f"{owner}: unroll_length must be an int >= 1, got {unroll_length!r}.")
+        unroll_length = check(owner, "unroll_length", unroll_length, Int(min=1))
         self.unroll_length = int(unroll_length)
         self.first_keys = _keys(owner, "first_keys", first_keys)
         self.last_keys = _keys(owner, "last_keys", last_keys)

@@ -63,13 +63,13 @@ class Rule:
         return out
 
 
-def _range_text(kind, lo, hi, lo_open=False):
+def _range_text(kind, lo, hi, lo_open=False, hi_open=False):
     if lo is not None and hi is not None:
-        return f"{kind} in {'(' if lo_open else '['}{lo}, {hi}]"
+        return f"{kind} in {'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
     if lo is not None:
         return f"{kind} {'>' if lo_open else '>='} {lo}"
     if hi is not None:
-        return f"{kind} <= {hi}"
+        return f"{kind} {'<' if hi_open else '<='} {hi}"
     return kind
 
 
@@ -102,15 +102,16 @@ class Int(Rule):
 
 
 class Number(Rule):
-    """A finite real number (int or float, not a bool or a string) in ``[min, max]`` (``gt``: > instead of >=)."""
+    """A finite real number (int or float, not a bool or a string) in ``[min, max]`` (``gt``: > instead of >=;
+    ``lt``: < instead of <=)."""
 
-    def __init__(self, min=None, max=None, gt=None):
-        self.min, self.max, self.gt = min, max, gt
+    def __init__(self, min=None, max=None, gt=None, lt=None):
+        self.min, self.max, self.gt, self.lt = min, max, gt, lt
 
     def describe(self):
-        if self.gt is not None:
-            return _range_text("a finite number", self.gt, self.max, lo_open=True)
-        return _range_text("a finite number", self.min, self.max)
+        lo, lo_open = (self.gt, True) if self.gt is not None else (self.min, False)
+        hi, hi_open = (self.lt, True) if self.lt is not None else (self.max, False)
+        return _range_text("a finite number", lo, hi, lo_open=lo_open, hi_open=hi_open)
 
     def ok(self, value):
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -119,7 +120,7 @@ class Number(Rule):
         if not math.isfinite(value):
             return False, None
         if (self.min is not None and value < self.min) or (self.max is not None and value > self.max) or \
-                (self.gt is not None and value <= self.gt):
+                (self.gt is not None and value <= self.gt) or (self.lt is not None and value >= self.lt):
             return False, None
         return True, value
 
@@ -131,6 +132,8 @@ class Number(Rule):
             out["exclusiveMinimum"] = self.gt
         if self.max is not None:
             out["maximum"] = self.max
+        if self.lt is not None:
+            out["exclusiveMaximum"] = self.lt
         return out
 
 
@@ -234,16 +237,77 @@ class Schedule(Rule):
 
 
 class Mapping(Rule):
-    """A dict (JSON object); its keys are checked separately (see :func:`check_spec`)."""
+    """A dict (JSON object). With ``schema`` (``{key: rule}``) its keys must be among the schema's and their
+    values pass their rules (the dict is returned as given); without it the keys are checked separately
+    (see :func:`check_spec`)."""
+
+    def __init__(self, schema=None):
+        self.schema = schema
 
     def describe(self):
+        if self.schema:
+            return f"a dict with keys among {list(self.schema)}"
         return "a dict (JSON object)"
 
     def ok(self, value):
-        return (True, value) if isinstance(value, dict) else (False, None)
+        if not isinstance(value, dict):
+            return False, None
+        if self.schema is not None and not all(k in self.schema and self.schema[k].ok(v)[0]
+                                               for k, v in value.items()):
+            return False, None
+        return True, value
 
     def json(self):
-        return {"type": "object"}
+        if self.schema is None:
+            return {"type": "object"}
+        return {"type": "object", "properties": {k: r.json() for k, r in self.schema.items()},
+                "additionalProperties": False}
+
+
+class ListOf(Rule):
+    """A list (JSON array) of at least ``min_items`` items, each accepted by ``rule``; ``what`` names it in
+    messages (default: "a list of <rule>")."""
+
+    def __init__(self, rule, min_items=0, what=None):
+        self.rule, self.min_items, self.what = rule, min_items, what
+
+    def describe(self):
+        if self.what:
+            return self.what
+        return f"a {'non-empty ' if self.min_items else ''}list of {self.rule.describe()}s"
+
+    def ok(self, value):
+        if not isinstance(value, list) or len(value) < self.min_items:
+            return False, None
+        out = []
+        for v in value:
+            good, v = self.rule.ok(v)
+            if not good:
+                return False, None
+            out.append(v)
+        return True, out
+
+    def json(self):
+        out = {"type": "array", "items": self.rule.json()}
+        if self.min_items:
+            out["minItems"] = self.min_items
+        return out
+
+
+class HostPort(Rule):
+    """A ``"HOST:PORT"`` string (port in [0, 65535]; 0: any free port)."""
+
+    def describe(self):
+        return "a 'HOST:PORT' string (port 0: any free port)"
+
+    def ok(self, value):
+        if not isinstance(value, str):
+            return False, None
+        host, _, port = value.rpartition(":")
+        return (True, value) if host and port.isdigit() and int(port) < 65536 else (False, None)
+
+    def json(self):
+        return {"type": "string", "pattern": "^.+:[0-9]{1,5}$"}
 
 
 def check(owner, key, value, rule):
@@ -294,7 +358,64 @@ def check_spec(spec, schema, path, defaults=None, required=()):
     return out
 
 
-def json_schema(schema, required=()):
-    """A JSON Schema (draft 2020-12) object for a ``{key: rule}`` schema, for editors."""
-    return {"type": "object", "properties": {k: r.json() for k, r in schema.items()},
-            "required": list(required), "additionalProperties": False}
+def json_schema(schema, required=(), descriptions=None, defaults=None):
+    """A JSON Schema (draft 2020-12) object for a ``{key: rule}`` schema, for editors.
+
+    ``descriptions`` and ``defaults`` (``{key: ...}``) become each property's "description" and "default".
+    """
+    properties = {}
+    for k, r in schema.items():
+        properties[k] = prop = r.json()
+        if descriptions and descriptions.get(k):
+            prop["description"] = descriptions[k]
+        if defaults and k in defaults and _is_json(defaults[k]):
+            prop["default"] = defaults[k]
+    return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
+
+
+def _is_json(value):
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return not isinstance(value, float) or math.isfinite(value)
+    if isinstance(value, (list, tuple)):
+        return all(_is_json(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_json(v) for k, v in value.items())
+    return False
+
+
+def doc_args(*objects, sections=("Args", "Arguments", "Attributes")):
+    """``{name: first sentence(s)}`` of the "Args:"/"Attributes:" sections of the objects' docstrings (Google
+    style), the first object's entry winning; for JSON Schema descriptions."""
+    out = {}
+    for obj in objects:
+        lines = (getattr(obj, "__doc__", None) or "").expandtabs().splitlines()
+        i = 0
+        while i < len(lines):
+            if lines[i].strip().rstrip(":") in sections and lines[i].strip().endswith(":"):
+                base = len(lines[i]) - len(lines[i].lstrip())
+                i += 1
+                indent, name, text = None, None, []
+                while i < len(lines):
+                    line = lines[i]
+                    stripped = line.strip()
+                    level = len(line) - len(line.lstrip())
+                    if stripped and level <= base:
+                        break
+                    if stripped and (indent is None or level == indent) and ":" in stripped:
+                        if name:
+                            out.setdefault(name, " ".join(text))
+                        indent = level
+                        head, _, rest = stripped.partition(":")
+                        # "a, b: text" documents several names at once.
+                        names = [n.strip().strip("*") for n in head.split(",")]
+                        name, text = names[0], [rest.strip()]
+                        for other in names[1:]:
+                            out.setdefault(other, rest.strip())
+                    elif stripped and name:
+                        text.append(stripped)
+                    i += 1
+                if name:
+                    out.setdefault(name, " ".join(text))
+                continue
+            i += 1
+    return {k: v for k, v in out.items() if k.isidentifier() and v}

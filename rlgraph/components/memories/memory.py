@@ -2,7 +2,8 @@
 from rlgraph.components.component import Component
 from rlgraph.spaces import Space
 from rlgraph.utils.decorators import rlgraph_api
-from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError
+from rlgraph.utils.errors import RLGraphSpaceError
+from rlgraph.utils.validation import Int, check
 
 
 class Memory(Component):
@@ -15,12 +16,12 @@ class Memory(Component):
     """
 
     default_scope = "memory"
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``).
+    ARG_RULES = dict(capacity=Int(min=1))
 
     def __init__(self, capacity=1000, scope=None, **kwargs):
         super().__init__(scope=scope, **kwargs)
-        if not isinstance(capacity, int) or capacity <= 0:
-            raise RLGraphSpecError(f"{type(self).__name__}: capacity must be a positive int, got {capacity!r}.")
-        self.capacity = capacity
+        self.capacity = check(type(self).__name__, "capacity", capacity, Memory.ARG_RULES["capacity"])
         self.record_space = None
         self.storage = None
 

@@ -4,15 +4,12 @@ import numpy as np
 from rlgraph.components.memories.numpy_memory import NumpyMemory, flat_specs, numpy_to_torch, torch_to_numpy
 from rlgraph.components.memories.prioritized_replay_buffer import PrioritizedReplayBuffer
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
-from rlgraph.utils.errors import RLGraphSpecError
+from rlgraph.utils.validation import Number, check
 
 
 def check_exponent(owner, name, value):
     """Returns ``value`` as a float if it is finite and >= 0, else raises ``RLGraphSpecError``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not np.isfinite(value) or value < 0:
-        raise RLGraphSpecError(f"{owner}: {name} must be a finite number >= 0, got {value!r}.")
-    return float(value)
+    return check(owner, name, value, Number(min=0.0))
 
 
 class PrioritizedReplay(NumpyMemory):

@@ -1,6 +1,6 @@
 """Adam (Kingma & Ba 2015)."""
 from rlgraph.components.optimizers.optimizer import Optimizer
-from rlgraph.utils.errors import RLGraphSpecError
+from rlgraph.utils.validation import Number, check_args
 
 
 class AdamOptimizer(Optimizer):
@@ -26,16 +26,13 @@ class AdamOptimizer(Optimizer):
     __aliases__ = ("adam",)
     default_scope = "adam-optimizer"
     slot_names = ("m", "v")
+    ARG_RULES = dict(beta_1=Number(min=0.0, lt=1.0), beta_2=Number(min=0.0, lt=1.0), epsilon=Number(gt=0.0))
 
     def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-8, clip_grad_norm=None, scope=None,
                  **kwargs):
         super().__init__(learning_rate=learning_rate, clip_grad_norm=clip_grad_norm, scope=scope, **kwargs)
-        for name, value in (("beta_1", beta_1), ("beta_2", beta_2)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-                raise RLGraphSpecError(f"AdamOptimizer: {name} must be a number in [0, 1), got {value!r}.")
-        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not epsilon > 0.0:
-            raise RLGraphSpecError(f"AdamOptimizer: epsilon must be a number > 0, got {epsilon!r}.")
-        self.beta_1, self.beta_2, self.epsilon = float(beta_1), float(beta_2), float(epsilon)
+        args = check_args("AdamOptimizer", AdamOptimizer.ARG_RULES, dict(beta_1=beta_1, beta_2=beta_2, epsilon=epsilon))
+        self.beta_1, self.beta_2, self.epsilon = args["beta_1"], args["beta_2"], args["epsilon"]
 
     def update_rule(self, grad, slots, learning_rate, step):
         m = self.beta_1 * slots["m"] + (1.0 - self.beta_1) * grad

@@ -42,7 +42,7 @@ class Optimizer(Component):
     """
 
     default_scope = "optimizer"
-    #: What the constructor's arguments must be (``rlgraph.utils.validation``).
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``; a subclass declares its own).
     ARG_RULES = dict(learning_rate=Schedule(min=0.0), clip_grad_norm=Optional(Number(gt=0.0)))
     #: Names of the slot variables each optimized variable gets.
     slot_names = ()
@@ -50,7 +50,7 @@ class Optimizer(Component):
     def __init__(self, learning_rate=0.001, clip_grad_norm=None, scope=None, **kwargs):
         super().__init__(scope=scope, **kwargs)
         owner = type(self).__name__
-        check_args(owner, self.ARG_RULES, dict(learning_rate=learning_rate, clip_grad_norm=clip_grad_norm))
+        check_args(owner, Optimizer.ARG_RULES, dict(learning_rate=learning_rate, clip_grad_norm=clip_grad_norm))
         self.learning_rate = TimeDependentParameter.from_spec(learning_rate, _path="learning_rate",
                                                               scope="learning-rate")
         self.add_components(self.learning_rate)

@@ -1,6 +1,6 @@
 """RMSProp (Tieleman & Hinton 2012), with TensorFlow's centered and momentum options."""
 from rlgraph.components.optimizers.optimizer import Optimizer
-from rlgraph.utils.errors import RLGraphSpecError
+from rlgraph.utils.validation import Bool, Number, check_args
 
 
 class RMSPropOptimizer(Optimizer):
@@ -31,18 +31,18 @@ class RMSPropOptimizer(Optimizer):
 
     __aliases__ = ("rmsprop", "rms-prop")
     default_scope = "rmsprop-optimizer"
+    ARG_RULES = dict(decay=Number(min=0.0, lt=1.0), momentum=Number(min=0.0, lt=1.0), epsilon=Number(gt=0.0),
+                     centered=Bool(), epsilon_inside_sqrt=Bool())
 
     def __init__(self, learning_rate=0.001, decay=0.9, momentum=0.0, epsilon=1e-10, centered=False,
                  epsilon_inside_sqrt=True, clip_grad_norm=None, scope=None, **kwargs):
         super().__init__(learning_rate=learning_rate, clip_grad_norm=clip_grad_norm, scope=scope, **kwargs)
-        for name, value in (("decay", decay), ("momentum", momentum)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-                raise RLGraphSpecError(f"RMSPropOptimizer: {name} must be a number in [0, 1), got {value!r}.")
-        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not epsilon > 0.0:
-            raise RLGraphSpecError(f"RMSPropOptimizer: epsilon must be a number > 0, got {epsilon!r}.")
-        self.decay, self.momentum, self.epsilon = float(decay), float(momentum), float(epsilon)
-        self.centered = bool(centered)
-        self.epsilon_inside_sqrt = bool(epsilon_inside_sqrt)
+        args = check_args("RMSPropOptimizer", RMSPropOptimizer.ARG_RULES,
+                          dict(decay=decay, momentum=momentum, epsilon=epsilon, centered=centered,
+                               epsilon_inside_sqrt=epsilon_inside_sqrt))
+        self.decay, self.momentum, self.epsilon = args["decay"], args["momentum"], args["epsilon"]
+        self.centered = args["centered"]
+        self.epsilon_inside_sqrt = args["epsilon_inside_sqrt"]
         self.slot_names = ("ms",) + (("mg",) if self.centered else ()) + (("momentum",) if self.momentum else ())
 
     def update_rule(self, grad, slots, learning_rate, step):

@@ -1,6 +1,7 @@
 """Stochastic gradient descent with optional (Nesterov) momentum."""
 from rlgraph.components.optimizers.optimizer import Optimizer
 from rlgraph.utils.errors import RLGraphSpecError
+from rlgraph.utils.validation import Bool, Number, check_args
 
 
 class SGDOptimizer(Optimizer):
@@ -23,11 +24,12 @@ class SGDOptimizer(Optimizer):
 
     __aliases__ = ("sgd",)
     default_scope = "sgd-optimizer"
+    ARG_RULES = dict(momentum=Number(min=0.0, lt=1.0), nesterov=Bool())
 
     def __init__(self, learning_rate=0.01, momentum=0.0, nesterov=False, clip_grad_norm=None, scope=None, **kwargs):
         super().__init__(learning_rate=learning_rate, clip_grad_norm=clip_grad_norm, scope=scope, **kwargs)
-        if isinstance(momentum, bool) or not isinstance(momentum, (int, float)) or not 0.0 <= momentum < 1.0:
-            raise RLGraphSpecError(f"SGDOptimizer: momentum must be a number in [0, 1), got {momentum!r}.")
+        args = check_args("SGDOptimizer", SGDOptimizer.ARG_RULES, dict(momentum=momentum, nesterov=nesterov))
+        momentum, nesterov = args["momentum"], args["nesterov"]
         if nesterov and momentum == 0.0:
             raise RLGraphSpecError("SGDOptimizer: nesterov=True needs momentum > 0.")
         self.momentum = float(momentum)
