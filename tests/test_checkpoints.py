@@ -14,20 +14,7 @@ from rlgraph.training.checkpoint_store import CheckpointStore
 from rlgraph.training.trainer import Trainer
 from rlgraph.utils.checksums import verify_manifest, write_manifest
 from rlgraph.utils.errors import RLGraphCheckpointError, RLGraphDivergenceError, RLGraphError
-
-CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
-
-
-def small_dqn_config(tmp_path, **changes):
-    with open(os.path.join(CONFIGS, "dqn_cartpole.json")) as f:
-        cfg = json.load(f)
-    cfg["environment_spec"] = {"env_spec": "CartPole-v1", "num_envs": 4}
-    cfg["train_spec"] = {"eval_episodes": 2, "chunk_steps": 400}
-    cfg["update_spec"] = dict(cfg["update_spec"], steps_before_update=200)
-    cfg.update(changes)
-    path = tmp_path / "cfg.json"
-    path.write_text(json.dumps(cfg))
-    return str(path)
+from small_configs import CONFIGS, small_dqn_config
 
 
 def write_files(contents):

@@ -1,23 +1,8 @@
 """Bad run input on the command line: one clear line naming what is wrong, before anything is built."""
-import json
-import os
-
 import pytest
 
 from rlgraph.cli import main as cli_main
-
-CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
-
-
-def small_dqn_config(tmp_path, **changes):
-    with open(os.path.join(CONFIGS, "dqn_cartpole.json")) as f:
-        cfg = json.load(f)
-    cfg["environment_spec"] = {"env_spec": "CartPole-v1", "num_envs": 4}
-    cfg["train_spec"] = {"eval_episodes": 2, "chunk_steps": 400}
-    cfg.update(changes)
-    path = tmp_path / "cfg.json"
-    path.write_text(json.dumps(cfg))
-    return str(path)
+from small_configs import small_dqn_config
 
 
 @pytest.mark.parametrize("extra, message", [

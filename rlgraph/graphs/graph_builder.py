@@ -7,7 +7,7 @@ from collections import defaultdict, deque
 import numpy as np
 import optree
 
-from rlgraph.graphs.meta_graph import APICall, GraphFnCall
+from rlgraph.graphs.meta_graph import APICall
 from rlgraph.graphs.meta_graph_builder import MetaGraphBuilder, select_api_methods
 from rlgraph.graphs.records import Record, flatten_records
 from rlgraph.spaces import BoolBox, ContainerSpace, Dict, FloatBox, IntBox, Space, TextBox, Tuple
