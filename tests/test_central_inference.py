@@ -447,6 +447,35 @@ def test_cli_trains_with_central_inference_checkpoints_and_resumes(tmp_path):
     assert resumed["env_steps"] >= 8192 and resumed["updates"] > summary["updates"]
 
 
+@pytest.mark.timeout(600)
+def test_a_central_replay_learner_resumes_with_its_replay_and_counters(tmp_path):
+    from rlgraph.utils.run_state import load_run_state
+    with open(os.path.join(CONFIGS, "dqn_cartpole.json")) as f:
+        config = json.load(f)
+    config["environment_spec"] = {"env_spec": "CartPole-v1", "num_envs": 4}
+    config["train_spec"] = {"eval_episodes": 2, "chunk_steps": 1000}
+    config["update_spec"] = dict(config["update_spec"], steps_before_update=500)
+    path = tmp_path / "dqn.json"
+    path.write_text(json.dumps(config))
+    logdir = str(tmp_path / "run")
+    args = [str(path), "--backend", "pytorch", "--executor", "central", "--num-actors", "2", "--logdir", logdir]
+    proc = run_cli(args + ["--steps", "2000"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(os.path.join(logdir, "summary.json")) as f:
+        first = json.load(f)
+    state = load_run_state(os.path.join(logdir, "checkpoint", "model"))
+    assert state["engine"] == "CentralInferenceEngine" and state["agent"]["replay"] is True
+    stored = state["agent"]["learner"]["stored_records"]
+    assert stored >= first["env_steps"] - 4 * 64 and first["updates"] > 0  # (minus steps still in n-step windows)
+    proc = run_cli(args + ["--steps", "3000", "--resume"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(os.path.join(logdir, "summary.json")) as f:
+        second = json.load(f)
+    # The replay came back: updates go on at once (an empty memory would wait for steps_before_update=500).
+    per_step = first["updates"] / (first["env_steps"] - 500)
+    assert second["updates"] - first["updates"] >= 0.8 * per_step * (second["env_steps"] - first["env_steps"])
+
+
 def test_cli_names_a_bad_central_execution_spec_value(tmp_path):
     config = config_of("appo_cartpole", execution_spec={"inference_timeout_ms": "fast"})
     path = tmp_path / "bad.json"

@@ -8,7 +8,8 @@ import numpy as np
 import optree
 
 from rlgraph.execution.central_inference.inference_server import InferenceServer
-from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
+from rlgraph.utils.errors import RLGraphCheckpointError, RLGraphError, RLGraphSpecError
+from rlgraph.utils.run_state import load_run_state, save_run_state
 
 logger = logging.getLogger(__name__)
 
@@ -193,10 +194,26 @@ class CentralInferenceEngine:
                        if self.spec.transport == "grpc" else {}))
 
     def store(self, path):
+        """Stores the learner's model and run state (memory, queued unrolls, counters, schedules, RNG states;
+        ``Agent.get_run_state``) in directory ``path``. The actors' environments and the server's partial
+        trajectories are not stored: a resumed run starts them afresh."""
+        include_replay = getattr(self, "checkpoint_replay", True)
+        save_run_state(path, dict(engine=type(self).__name__,
+                                  agent=self.agent.get_run_state(include_replay=include_replay)))
         self.agent.store_model(path)
 
     def load(self, path):
+        """Restores the learner's model and, where stored, its run state (see ``store``)."""
         self.agent.load_model(path)
+        state = load_run_state(path)
+        if state is None:
+            logger.warning("'%s' holds no run state: the learner resumes with an empty memory.", path)
+        elif not isinstance(state, dict) or state.get("engine") != type(self).__name__ or "agent" not in state:
+            found = state.get("engine") if isinstance(state, dict) else type(state).__name__
+            raise RLGraphCheckpointError(f"Central inference: the run state in '{path}' belongs to {found!r}, not "
+                                         f"to a {type(self).__name__}.")
+        else:
+            self.agent.set_run_state(state["agent"])
         self.server.reset()
 
     def evaluate(self, env, num_episodes):
