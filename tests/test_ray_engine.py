@@ -13,6 +13,7 @@ import pytest
 from rlgraph.execution import ExecutionSpec
 from rlgraph.execution.runner import load_config, make_engine
 from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
+from small_configs import FINAL_EVAL_FLOOR
 
 ray = pytest.importorskip("ray")
 
@@ -192,9 +193,12 @@ def test_replay_engine_keeps_the_replay_ratio_and_writes_priorities_back(local_r
         out = engine.run(6000)
         steps = agent.learner.timesteps
         assert steps == out["env_steps"] >= 6000
-        # Updates follow update_spec: one per update_interval env steps once steps_before_update are stored.
-        expected = (steps - update_spec["steps_before_update"]) / update_spec["update_interval"]
-        assert expected - engine.spec.max_update_backlog - 40 <= engine.updates_made <= expected + 1
+        # Updates follow update_spec: one per update_interval env steps from when steps_before_update are stored
+        # and a shard can serve a batch (later than steps_before_update by the inserts still travelling then).
+        anchor = engine._ready_at
+        assert update_spec["steps_before_update"] <= anchor <= steps / 2
+        expected = (steps - anchor) // update_spec["update_interval"] + 1
+        assert expected - engine.spec.max_update_backlog - 40 <= engine.updates_made <= expected
         assert engine.updates_made == len(out["results"]) == agent.updates
         pending = sum(n for _, n in engine._adds.values())  # inserts still on their way (ordered before size())
         sizes = ray.get([s.size.remote() for s in engine.shards])
@@ -300,7 +304,7 @@ def test_learns_cartpole_on_ray(name, backend_name, max_steps, tmp_path):
     summary = train_on_ray(name, backend_name, tmp_path, max_steps)
     assert summary["executor"] == "ray" and summary["target_measured_on"] == "greedy evaluation"
     assert summary["steps_to_target"] is not None, summary
-    assert summary["last_evaluation"][2] >= 450 and summary["eval_mean_return"] >= 400, summary
+    assert summary["last_evaluation"][2] >= 450 and summary["eval_mean_return"] >= FINAL_EVAL_FLOOR, summary
 
 
 @pytest.mark.slow
@@ -334,4 +338,4 @@ def test_a_killed_actor_is_replaced_and_the_run_still_reaches_its_target(tmp_pat
         summary = json.load(f)
     assert summary["actor_restarts"] == 1 and summary["env_steps_lost"] > 0, summary
     assert summary["env_steps"] >= 600000 and summary["steps_to_target"] is not None, summary
-    assert summary["eval_mean_return"] >= 400, summary
+    assert summary["eval_mean_return"] >= FINAL_EVAL_FLOOR, summary

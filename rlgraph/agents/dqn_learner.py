@@ -60,7 +60,7 @@ class DQNLearner(ReplayLearner):
 
     def update(self, batch=None):
         if batch is None:
-            self.last_update_timestep = self.timesteps
+            self.advance_update_schedule()
             for _ in range(self.spec["updates_per_interval"]):
                 loss, mean_td = self.executor.execute("update_from_memory", self.spec["batch_size"],
                                                       self.time_percentage)

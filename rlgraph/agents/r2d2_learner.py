@@ -81,7 +81,7 @@ class R2D2Learner(ReplayLearner):
 
     def update(self, batch=None):
         if batch is None:
-            self.last_update_timestep = self.timesteps
+            self.advance_update_schedule()
             for _ in range(self.spec["updates_per_interval"]):
                 sequences, initial_states, indices, weights = self.executor.execute(
                     "get_sequences", self.spec["batch_size"])

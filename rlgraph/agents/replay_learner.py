@@ -52,6 +52,18 @@ class ReplayLearner(Learner):
         """Whether ``update_interval`` env steps have passed since the last update."""
         return self.timesteps - self.last_update_timestep >= self.spec["update_interval"]
 
+    def advance_update_schedule(self):
+        """Moves the update schedule on by one ``update_interval`` (the first update anchors it at now).
+
+        A vector step of more environment steps than ``update_interval`` thus gets as many update rounds as the
+        config's replay ratio asks for (two per step for 16 environments and an interval of 8), as on the
+        distributed replay engine: one config, one replay ratio, on every engine.
+        """
+        if self.updates == 0:
+            self.last_update_timestep = self.timesteps
+        else:
+            self.last_update_timestep += self.spec["update_interval"]
+
     def record_lags(self, versions):
         """Notes the policy lag of items acted on by weights of ``versions``."""
         self._lags.append(self.policy_lag(versions))
