@@ -44,6 +44,7 @@ class DQNLearner(ReplayLearner):
         self.stored_records = int(state["stored_records"])
 
     def forget_replay(self):
+        super().forget_replay()
         self.stored_records = 0
 
     def data_ready(self):

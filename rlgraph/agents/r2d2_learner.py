@@ -39,6 +39,7 @@ class R2D2Learner(ReplayLearner):
             self.record_lags(np.max(items["weights_version"], axis=1))
 
     def forget_replay(self):
+        super().forget_replay()
         self.stored_sequences = 0
 
     def count_stored(self, num_items):

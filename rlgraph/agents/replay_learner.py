@@ -23,6 +23,7 @@ class ReplayLearner(Learner):
         self.last_update_timestep = 0
         self.last_sync_timestep = 0
         self._lags = []
+        self._reanchor = False
 
     # --- a replay outside the learner (distributed engines) ------------------------------------------------
     def replay_settings(self):
@@ -59,10 +60,15 @@ class ReplayLearner(Learner):
         config's replay ratio asks for (two per step for 16 environments and an interval of 8), as on the
         distributed replay engine: one config, one replay ratio, on every engine.
         """
-        if self.updates == 0:
+        if self.updates == 0 or self._reanchor:
             self.last_update_timestep = self.timesteps
+            self._reanchor = False
         else:
             self.last_update_timestep += self.spec["update_interval"]
+
+    def forget_replay(self):
+        # The memory refills before the next update: no rounds are owed for the steps that takes.
+        self._reanchor = True
 
     def record_lags(self, versions):
         """Notes the policy lag of items acted on by weights of ``versions``."""
