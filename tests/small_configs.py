@@ -1,6 +1,8 @@
-"""Small training configs written to a test's tmp_path, for command-line tests."""
+"""Shared helpers of command-line tests: small configs written to a test's tmp_path, runs of `rlgraph train`."""
 import json
 import os
+import subprocess
+import sys
 
 CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
 
@@ -26,3 +28,21 @@ def small_dqn_config(tmp_path, **changes):
 #: still lose some episodes early (returns of 100-500), so a 20-episode mean has a standard error of about 30:
 #: 350 is about three standard errors below the target, so the test fails only on a real collapse, not by chance.
 FINAL_EVAL_FLOOR = 350
+
+
+def run_cli(args, timeout=400):
+    """``rlgraph train ARGS`` in a fresh process (one math thread, no Ray usage stats)."""
+    cmd = [sys.executable, "-m", "rlgraph.cli", "train"] + list(args)
+    env = dict(os.environ, OMP_NUM_THREADS="1", RAY_USAGE_STATS_ENABLED="0")
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def train_on_engine(executor, name, backend, tmp_path, max_steps, seed=1, extra=()):
+    """Trains ``configs/NAME.json`` on ``executor`` with 2 actors for at most ``max_steps``; returns the summary."""
+    logdir = str(tmp_path / f"{name}-{backend}")
+    proc = run_cli([os.path.join(CONFIGS, f"{name}.json"), "--backend", backend, "--executor", executor,
+                    "--num-actors", "2", "--steps", str(max_steps), "--seed", str(seed), "--logdir", logdir]
+                   + list(extra), timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(os.path.join(logdir, "summary.json")) as f:
+        return json.load(f)

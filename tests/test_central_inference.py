@@ -15,6 +15,7 @@ import pytest
 from rlgraph.execution import ExecutionSpec
 from rlgraph.execution.runner import load_config, make_engine
 from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
+from small_configs import run_cli, train_on_engine
 
 CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
 
@@ -421,12 +422,6 @@ def test_grpc_server_rejects_garbage_wrong_tokens_and_unknown_actors_and_goes_on
 
 
 # --- the command line ---------------------------------------------------------------------------------------------
-def run_cli(args, timeout=400):
-    cmd = [sys.executable, "-m", "rlgraph.cli", "train"] + args
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-
-
 @pytest.mark.timeout(600)
 def test_cli_trains_with_central_inference_checkpoints_and_resumes(tmp_path):
     logdir = str(tmp_path / "run")
@@ -487,16 +482,6 @@ def test_cli_names_a_bad_central_execution_spec_value(tmp_path):
 
 
 # --- learning (slow) ----------------------------------------------------------------------------------------------
-def train_central(name, backend, tmp_path, max_steps, seed=1, extra=()):
-    logdir = str(tmp_path / f"{name}-{backend}")
-    proc = run_cli([os.path.join(CONFIGS, f"{name}.json"), "--backend", backend, "--executor", "central",
-                    "--num-actors", "2", "--steps", str(max_steps), "--seed", str(seed), "--logdir", logdir]
-                   + list(extra), timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    with open(os.path.join(logdir, "summary.json")) as f:
-        return json.load(f)
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("name, backend_name, max_steps, transport", [
@@ -505,7 +490,7 @@ def train_central(name, backend, tmp_path, max_steps, seed=1, extra=()):
     ("r2d2_cartpole", "pytorch", 300_000, "shm"),
 ])
 def test_learns_cartpole_with_central_inference(name, backend_name, max_steps, transport, tmp_path):
-    summary = train_central(name, backend_name, tmp_path, max_steps, extra=["--transport", transport])
+    summary = train_on_engine("central", name, backend_name, tmp_path, max_steps, extra=["--transport", transport])
     assert summary["executor"] == "central" and summary["transport"] == transport
     assert summary["target_measured_on"] == "greedy evaluation"
     assert summary["steps_to_target"] is not None, summary

@@ -13,7 +13,7 @@ import pytest
 from rlgraph.execution import ExecutionSpec
 from rlgraph.execution.runner import load_config, make_engine
 from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
-from small_configs import FINAL_EVAL_FLOOR
+from small_configs import FINAL_EVAL_FLOOR, run_cli, train_on_engine
 
 ray = pytest.importorskip("ray")
 
@@ -247,12 +247,6 @@ def test_too_many_actor_deaths_end_the_run_with_a_clear_error(local_ray):
 
 
 # --- the command line ---------------------------------------------------------------------------------------------
-def run_cli(args, timeout=400):
-    cmd = [sys.executable, "-m", "rlgraph.cli", "train"] + args
-    env = dict(os.environ, OMP_NUM_THREADS="1", RAY_USAGE_STATS_ENABLED="0")
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-
-
 def test_cli_trains_on_ray_checkpoints_and_resumes(tmp_path):
     logdir = str(tmp_path / "run")
     args = [os.path.join(CONFIGS, "appo_cartpole.json"), "--backend", "pytorch", "--executor", "ray",
@@ -284,16 +278,6 @@ def test_cli_names_a_bad_execution_spec_key(tmp_path):
 
 
 # --- learning (slow) ----------------------------------------------------------------------------------------------
-def train_on_ray(name, backend, tmp_path, max_steps, seed=1, extra=()):
-    logdir = str(tmp_path / f"{name}-{backend}")
-    proc = run_cli([os.path.join(CONFIGS, f"{name}.json"), "--backend", backend, "--executor", "ray",
-                    "--num-actors", "2", "--steps", str(max_steps), "--seed", str(seed), "--logdir", logdir]
-                   + list(extra), timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    with open(os.path.join(logdir, "summary.json")) as f:
-        return json.load(f)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name, backend_name, max_steps", [
     ("apex_cartpole", "pytorch", 300_000), ("apex_cartpole", "tf", 300_000),
@@ -301,7 +285,7 @@ def train_on_ray(name, backend, tmp_path, max_steps, seed=1, extra=()):
     ("impala_cartpole", "pytorch", 1_500_000), ("r2d2_cartpole", "pytorch", 400_000),
 ])
 def test_learns_cartpole_on_ray(name, backend_name, max_steps, tmp_path):
-    summary = train_on_ray(name, backend_name, tmp_path, max_steps)
+    summary = train_on_engine("ray", name, backend_name, tmp_path, max_steps)
     assert summary["executor"] == "ray" and summary["target_measured_on"] == "greedy evaluation"
     assert summary["steps_to_target"] is not None, summary
     assert summary["last_evaluation"][2] >= 450 and summary["eval_mean_return"] >= FINAL_EVAL_FLOOR, summary
