@@ -110,13 +110,14 @@ def test_pong_configs_build_and_step(backend, name):
 def test_config_errors_name_their_path():
     with pytest.raises(RLGraphSpecError, match=r"loss_spec\.weight_entropi: unknown key"):
         small_agent("impala", None, loss_spec={"weight_entropi": 0.1})
-    with pytest.raises(RLGraphSpecError, match=r"loss_spec\.discount is set by the agent"):
+    with pytest.raises(RLGraphSpecError, match=r"loss_spec\.discount: is set by the agent"):
         small_agent("appo", None, loss_spec={"discount": 0.5})
-    with pytest.raises(RLGraphSpecError, match="reward_clipping must be 'clamp_one' or None"):
+    with pytest.raises(RLGraphSpecError, match=r"^agent\.reward_clipping: expected one of 'clamp_one', None, "
+                                               r"got 'soft_asymmetric'"):
         small_agent("impala", None, reward_clipping="soft_asymmetric")
     with pytest.raises(RLGraphSpecError, match=r"unroll_length: expected a positive int, got 0"):
         small_agent("impala", None, unroll_length=0)
-    with pytest.raises(RLGraphSpecError, match=r"max_policy_lag: expected an int >= 0 or None, got -1"):
+    with pytest.raises(RLGraphSpecError, match=r"max_policy_lag: expected an int >= 0 or null, got -1"):
         small_agent("appo", None, max_policy_lag=-1)
 
 

@@ -219,7 +219,8 @@ def test_vector_env_specs_and_errors():
     with pytest.raises(RLGraphSpecError, match="native vector env.*vector_entry_point"):
         VectorEnv("Acrobot-v1", 2, vectorization="native")
     assert VectorEnv("Acrobot-v1", 2).vectorization == "sync"
-    with pytest.raises(RLGraphSpecError, match="vectorization must be one of"):
+    with pytest.raises(RLGraphSpecError, match=r"^GymEnv\.vectorization: expected one of 'auto', 'native', "
+                                               r"'sync', 'async', got 'threads'"):
         VectorEnv("CartPole-v1", 2, vectorization="threads")
     with pytest.raises(RLGraphSpecError, match="neither a 'type' nor an 'env_id'"):
         VectorEnv({"length": 3}, 2)

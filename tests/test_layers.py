@@ -98,7 +98,7 @@ def test_activation_layer_matches_numpy(backend, activation):
 
 
 def test_activation_layer_checks():
-    with pytest.raises(RLGraphSpecError, match="Unknown activation"):
+    with pytest.raises(RLGraphSpecError, match=r"^Layer\.activation: expected an activation name .*got 'relu6'"):
         Layer.from_spec({"type": "activation", "activation": "relu6"})
     with pytest.raises(RLGraphSpaceError, match="expected a FloatBox"):
         ComponentTest(ActivationLayer("relu"), dict(inputs=IntBox(3, add_batch_rank=True)), backend="pytorch")

@@ -228,7 +228,7 @@ def test_preprocessor_checks():
         Divide(0)
     with pytest.raises(RLGraphSpecError, match="greater than max_value"):
         Clip(1, 0)
-    with pytest.raises(RLGraphSpecError, match="to_dtype must be one of"):
+    with pytest.raises(RLGraphSpecError, match=r"^ConvertType\.to_dtype: expected a dtype, one of float16"):
         ConvertType("complex64")
     with pytest.raises(RLGraphSpecError, match=r"preprocessing_spec\[1\].*unknown key 'factr'"):
         PreprocessorStack(preprocessing_spec=[{"type": "divide", "divisor": 2}, {"type": "multiply", "factr": 2}])

@@ -36,7 +36,8 @@ def test_nested_spec_errors_name_their_path():
 def test_bad_values_get_clear_errors():
     with pytest.raises(RLGraphSpecError, match=r"capacity: expected a positive int, got -3"):
         ReplayMemory.from_spec({"capacity": -3})
-    with pytest.raises(RLGraphSpecError, match="Unknown activation 'relux'"):
+    with pytest.raises(RLGraphSpecError, match=r"^DenseLayer\.activation: expected an activation name .*got 'relux'.*"
+                                               r"Did you mean 'relu'\?"):
         DenseLayer.from_spec({"units": 2, "activation": "relux"})
 
 

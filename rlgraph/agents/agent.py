@@ -13,7 +13,7 @@ from rlgraph.spaces import Space
 from rlgraph.utils.backend import get_default_backend, normalize_backend
 from rlgraph.utils.errors import RLGraphCheckpointError, RLGraphDivergenceError, RLGraphError, RLGraphSpecError
 from rlgraph.utils.specifiable import Specifiable, load_json
-from rlgraph.utils.validation import Int, Number, check, check_args, check_spec, spec_error
+from rlgraph.utils.validation import Int, Number, OneOf, check, check_args, check_spec, spec_error
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class Agent(Specifiable):
     #: Agent arguments that do not change what a stored model means (left out of ``config_hash``).
     RUNTIME_KEYS = ("backend", "seed", "device", "name", "role", "device_strategy")
     #: What the checked constructor arguments accept (``rlgraph.utils.validation``; also the config's JSON Schema).
-    ARG_RULES = dict(seed=Int(min=0), discount=Number(min=0.0, max=1.0))
+    ARG_RULES = dict(seed=Int(min=0), discount=Number(min=0.0, max=1.0), role=OneOf(*ROLES))
     #: The role classes (subclasses set them).
     actor_class = None
     learner_class = None
@@ -76,13 +76,11 @@ class Agent(Specifiable):
 
     def __init__(self, state_space, action_space, backend=None, seed=0, discount=0.99, preprocessing_spec=None,
                  network_spec=None, optimizer_spec=None, device=None, name=None, role="local", device_strategy=None):
-        if role not in ROLES:
-            raise RLGraphSpecError(f"{type(self).__name__}.role: expected one of {ROLES}, got {role!r}.")
-        self.role = role
+        checked = check_args(type(self).__name__, Agent.ARG_RULES, dict(seed=seed, discount=discount, role=role))
+        self.role = checked["role"]
         self.state_space = _to_space(state_space, "state_space").strip_ranks()
         self.action_space = _to_space(action_space, "action_space").strip_ranks()
         self.backend = normalize_backend(backend or get_default_backend())
-        checked = check_args(type(self).__name__, Agent.ARG_RULES, dict(seed=seed, discount=discount))
         self.seed, self.discount = checked["seed"], checked["discount"]
         self.preprocessing_spec = preprocessing_spec
         self.network_spec = network_spec
@@ -127,7 +125,7 @@ class Agent(Specifiable):
             config["action_space"] = action_space
         for key in ("state_space", "action_space"):
             if key not in config:
-                raise RLGraphSpecError(f"{path}: no {key}; pass it to from_spec or put it into the config.")
+                raise spec_error(path, key, "missing: pass it to from_spec or put it into the config.")
         agent = super().from_spec(config, _path=path)
         agent.config = {k: v for k, v in config.items() if k not in ("state_space", "action_space")}
         return agent

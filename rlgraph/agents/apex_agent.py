@@ -5,6 +5,7 @@ from rlgraph.agents.dqn_learner import RECORD_KEYS, DQNLearner
 from rlgraph.agents.agent import batch_size_of
 from rlgraph.components.algorithms.apex_algorithm_component import ApexAlgorithmComponent
 from rlgraph.spaces import FloatBox
+from rlgraph.utils.validation import Number, check_args
 
 
 class ApexLearner(DQNLearner):
@@ -44,10 +45,13 @@ class ApexAgent(DQNAgent):
     actor_class = ApexActor
     learner_class = ApexLearner
     actor_api_methods = DQNAgent.actor_api_methods + ("get_actor_priorities",)
+    #: What the checked constructor arguments accept (besides DQN's).
+    ARG_RULES = dict(epsilon_base=Number(min=0.0, max=1.0), epsilon_alpha=Number())
 
     def __init__(self, state_space, action_space, epsilon_base=0.4, epsilon_alpha=7.0, **kwargs):
-        self.epsilon_base = float(epsilon_base)
-        self.epsilon_alpha = float(epsilon_alpha)
+        args = check_args(type(self).__name__, ApexAgent.ARG_RULES,
+                          dict(epsilon_base=epsilon_base, epsilon_alpha=epsilon_alpha))
+        self.epsilon_base, self.epsilon_alpha = args["epsilon_base"], args["epsilon_alpha"]
         super().__init__(state_space, action_space, **kwargs)
 
     def build_root(self):

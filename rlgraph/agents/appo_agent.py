@@ -1,7 +1,7 @@
 """The APPO agent: PPO clipping on V-trace advantages, several passes per unroll, policy-lag accounting."""
 from rlgraph.agents.impala_agent import IMPALAAgent
 from rlgraph.components.algorithms.appo_algorithm_component import APPOAlgorithmComponent
-from rlgraph.utils.errors import RLGraphSpecError
+from rlgraph.utils.validation import Int, Optional, check_args
 
 
 class APPOAgent(IMPALAAgent):
@@ -25,14 +25,12 @@ class APPOAgent(IMPALAAgent):
     __aliases__ = ("appo",)
 
     algorithm_class = APPOAlgorithmComponent
+    #: What the checked constructor arguments accept (besides IMPALA's).
+    ARG_RULES = dict(num_epochs=Int(min=1), num_minibatches=Int(min=1), max_policy_lag=Optional(Int(min=0)))
 
     def __init__(self, state_space, action_space, num_epochs=4, num_minibatches=1, max_policy_lag=100, **kwargs):
-        name = type(self).__name__
-        for key, value in (("num_epochs", num_epochs), ("num_minibatches", num_minibatches)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise RLGraphSpecError(f"{name}.{key}: expected a positive int, got {value!r}.")
-        if max_policy_lag is not None and (isinstance(max_policy_lag, bool) or not isinstance(max_policy_lag, int)
-                                           or max_policy_lag < 0):
-            raise RLGraphSpecError(f"{name}.max_policy_lag: expected an int >= 0 or None, got {max_policy_lag!r}.")
-        self.num_epochs, self.num_minibatches, self.max_policy_lag = num_epochs, num_minibatches, max_policy_lag
+        args = check_args(type(self).__name__, APPOAgent.ARG_RULES, dict(
+            num_epochs=num_epochs, num_minibatches=num_minibatches, max_policy_lag=max_policy_lag))
+        self.num_epochs, self.num_minibatches = args["num_epochs"], args["num_minibatches"]
+        self.max_policy_lag = args["max_policy_lag"]
         super().__init__(state_space, action_space, **kwargs)

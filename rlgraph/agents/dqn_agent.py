@@ -5,8 +5,7 @@ from rlgraph.agents.dqn_learner import DQNLearner
 from rlgraph.components.algorithms.dqn_algorithm_component import DQNAlgorithmComponent
 from rlgraph.spaces import BoolBox, Dict, FloatBox, IntBox
 from rlgraph.trajectories import NStepBuilder
-from rlgraph.utils.errors import RLGraphSpecError
-from rlgraph.utils.validation import Bool, Int, check_args
+from rlgraph.utils.validation import Bool, Int, check_args, spec_error
 
 DEFAULT_UPDATE_SPEC = dict(batch_size=64, update_interval=4, updates_per_interval=1, steps_before_update=1000,
                            sync_interval=500)
@@ -53,7 +52,8 @@ class DQNAgent(Agent):
         self.dueling, self.double_q, self.huber_loss = args["dueling"], args["double_q"], args["huber_loss"]
         space = _to_space(action_space, "action_space")
         if not isinstance(space, IntBox) or space.num_categories is None:
-            raise RLGraphSpecError(f"{type(self).__name__} needs a discrete (IntBox) action space, got {space!r}.")
+            raise spec_error(type(self).__name__, "action_space", f"needs a discrete (IntBox) action space, got "
+                             f"{space!r}.")
         super().__init__(state_space, action_space, **kwargs)
 
     def build_root(self):

@@ -5,8 +5,7 @@ from rlgraph.agents.impala_learner import IMPALALearner
 from rlgraph.components.algorithms.impala_algorithm_component import IMPALAAlgorithmComponent
 from rlgraph.spaces import BoolBox, Dict, FloatBox, Tuple
 from rlgraph.trajectories import UnrollBuilder
-from rlgraph.utils.errors import RLGraphSpecError
-from rlgraph.utils.validation import Bool, Int, check_args
+from rlgraph.utils.validation import Bool, Int, check_args, spec_error
 
 
 class IMPALAAgent(Agent):
@@ -50,24 +49,28 @@ class IMPALAAgent(Agent):
     #: One pass over each unroll, no sample dropped (APPO's arguments change these).
     num_epochs, num_minibatches, max_policy_lag = 1, 1, None
 
-    #: What the checked constructor arguments accept.
-    ARG_RULES = dict(unroll_length=Int(min=1), schedule_timesteps=Int(min=1), prev_action_reward=Bool())
+    #: What the checked constructor arguments accept (``loss_spec``, ``reward_clipping`` and ``reward_scale`` as the
+    #: algorithm component takes them).
+    ARG_RULES = dict(unroll_length=Int(min=1), schedule_timesteps=Int(min=1), prev_action_reward=Bool(),
+                     **{k: IMPALAAlgorithmComponent.ARG_RULES[k] for k in ("loss_spec", "reward_clipping",
+                                                                           "reward_scale")})
 
     def __init__(self, state_space, action_space, unroll_length=32, value_network_spec=None, loss_spec=None,
                  reward_clipping=None, reward_scale=1.0, prev_action_reward=False, schedule_timesteps=1_000_000,
                  **kwargs):
         name = type(self).__name__
-        args = check_args(name, IMPALAAgent.ARG_RULES, dict(unroll_length=unroll_length,
-                                                            schedule_timesteps=schedule_timesteps,
-                                                            prev_action_reward=prev_action_reward))
+        args = check_args(name, IMPALAAgent.ARG_RULES, dict(
+            unroll_length=unroll_length, schedule_timesteps=schedule_timesteps, prev_action_reward=prev_action_reward,
+            loss_spec=loss_spec, reward_clipping=reward_clipping, reward_scale=reward_scale))
         self.unroll_length, self.schedule_timesteps = args["unroll_length"], args["schedule_timesteps"]
         self.value_network_spec = value_network_spec
         self.loss_spec = dict(loss_spec or {})
-        self.reward_clipping = reward_clipping
-        self.reward_scale = reward_scale
+        self.reward_clipping = args["reward_clipping"]
+        self.reward_scale = args["reward_scale"]
         self.prev_action_reward = args["prev_action_reward"]
         if kwargs.get("network_spec") is None:
-            raise RLGraphSpecError(f"{name}: network_spec is required (e.g. two dense layers).")
+            raise spec_error(name, "network_spec", "missing: give the network's layers, e.g. [{\"type\": \"dense\", "
+                             "\"units\": 64, \"activation\": \"relu\"}].")
         super().__init__(state_space, action_space, **kwargs)
 
     # --- construction -----------------------------------------------------------------------------------

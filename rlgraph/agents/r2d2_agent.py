@@ -7,13 +7,17 @@ from rlgraph.agents.r2d2_learner import R2D2Learner
 from rlgraph.components.algorithms.r2d2_algorithm_component import R2D2AlgorithmComponent
 from rlgraph.spaces import BoolBox, BoxSpace, Dict, FloatBox, IntBox, Tuple
 from rlgraph.trajectories import SequenceBuilder
-from rlgraph.utils.errors import RLGraphSpecError
-from rlgraph.utils.validation import Bool, Int, check_args
+from rlgraph.utils.validation import AnyOf, Bool, Int, ListOf, Mapping, Number, OneOf, Optional, check_args, spec_error
 
 DEFAULT_UPDATE_SPEC = dict(batch_size=64, update_interval=16, updates_per_interval=1, steps_before_update=2000,
                            sync_interval=2500)
 DEFAULT_MEMORY_SPEC = dict(type="sequence-replay", capacity=10000, burn_in_length=40, train_length=40, overlap=40,
                            alpha=0.9, beta=0.6)
+#: What ``actor_epsilons`` accepts (see ``R2D2Agent``).
+ACTOR_EPSILONS = Optional(AnyOf(
+    OneOf("apex"), Mapping(dict(type=OneOf("apex"), base=Number(min=0.0, max=1.0), alpha=Number())),
+    ListOf(Number(min=0.0, max=1.0), min_items=1),
+    what="\"apex\", an Ape-X dict {\"base\": ..., \"alpha\": ...} (base in [0, 1]) or a list of epsilons in [0, 1]"))
 
 
 class R2D2Agent(Agent):
@@ -55,33 +59,37 @@ class R2D2Agent(Agent):
     learner_class = R2D2Learner
     actor_api_methods = ("get_q_values", "get_greedy_actions", "get_actions", "get_actions_with_epsilon")
 
-    #: What the checked constructor arguments accept.
-    ARG_RULES = dict(schedule_timesteps=Int(min=1), dueling=Bool(), huber_loss=Bool(), pad_episode_starts=Bool())
+    #: What the checked constructor arguments accept (``n_step``, ``eta`` and ``rescaling_epsilon`` as the algorithm
+    #: component takes them).
+    ARG_RULES = dict(memory_spec=Optional(Mapping()), actor_epsilons=ACTOR_EPSILONS, schedule_timesteps=Int(min=1),
+                     dueling=Bool(), huber_loss=Bool(), pad_episode_starts=Bool(),
+                     **{k: R2D2AlgorithmComponent.ARG_RULES[k] for k in ("n_step", "eta", "rescaling_epsilon")})
 
     def __init__(self, state_space, action_space, memory_spec=None, exploration_spec=None, actor_epsilons="apex",
                  update_spec=None, schedule_timesteps=100000, dueling=True, n_step=5, eta=0.9, rescaling_epsilon=1e-3,
                  huber_loss=False, pad_episode_starts=True, **kwargs):
         kwargs.setdefault("discount", 0.997)
-        if memory_spec is not None and not isinstance(memory_spec, dict):
-            raise RLGraphSpecError(f"R2D2Agent.memory_spec: expected a dict, got {memory_spec!r}.")
+        if isinstance(actor_epsilons, tuple):
+            actor_epsilons = list(actor_epsilons)
+        args = check_args("R2D2Agent", R2D2Agent.ARG_RULES, dict(
+            memory_spec=memory_spec, actor_epsilons=actor_epsilons, schedule_timesteps=schedule_timesteps,
+            dueling=dueling, huber_loss=huber_loss, pad_episode_starts=pad_episode_starts, n_step=n_step, eta=eta,
+            rescaling_epsilon=rescaling_epsilon))
         self.memory_spec = dict(DEFAULT_MEMORY_SPEC, **(memory_spec or {}))
         self.exploration_spec = exploration_spec or {"epsilon_spec": ["linear", 1.0, 0.05]}
         self.update_spec = check_update_spec("R2D2Agent", update_spec, DEFAULT_UPDATE_SPEC)
-        flags = check_args("R2D2Agent", R2D2Agent.ARG_RULES,
-                           dict(schedule_timesteps=schedule_timesteps, dueling=dueling, huber_loss=huber_loss,
-                                pad_episode_starts=pad_episode_starts))
-        self.schedule_timesteps = flags["schedule_timesteps"]
-        self.actor_epsilons_spec = _check_actor_epsilons(actor_epsilons)
-        self.dueling, self.n_step, self.eta = flags["dueling"], n_step, eta
-        self.rescaling_epsilon, self.huber_loss = rescaling_epsilon, flags["huber_loss"]
-        self.pad_episode_starts = flags["pad_episode_starts"]
+        self.schedule_timesteps = args["schedule_timesteps"]
+        self.actor_epsilons_spec = _actor_epsilons(args["actor_epsilons"])
+        self.dueling, self.n_step, self.eta = args["dueling"], args["n_step"], args["eta"]
+        self.rescaling_epsilon, self.huber_loss = args["rescaling_epsilon"], args["huber_loss"]
+        self.pad_episode_starts = args["pad_episode_starts"]
         super().__init__(state_space, action_space, **kwargs)
 
     def build_root(self):
         if not isinstance(self.action_space, IntBox) or self.action_space.num_categories is None \
                 or self.action_space.shape != ():
-            raise RLGraphSpecError(f"R2D2Agent needs a discrete scalar (IntBox(n)) action space, got "
-                                   f"{self.action_space!r}.")
+            raise spec_error("R2D2Agent", "action_space", f"R2D2 needs a discrete scalar (IntBox(n)) action space, "
+                             f"got {self.action_space!r}.")
         root = self.algorithm_class(
             self.network_spec, self.action_space, self.memory_spec, self.exploration_spec, self.optimizer_spec,
             preprocessing_spec=self.preprocessing_spec, dueling=self.dueling, n_step=self.n_step,
@@ -184,8 +192,8 @@ def _sequence_space(space, length, key):
     """The space of ``length`` consecutive values of the (Box) space ``space``: shape ``(length,) + shape``."""
     def lengthen(flat_key, s):
         if not isinstance(s, BoxSpace):
-            raise RLGraphSpecError(f"R2D2Agent: '{key}' has a {type(s).__name__} space; sequences of it cannot "
-                                   f"be stored.")
+            raise spec_error("R2D2Agent", "state_space", f"'{key}' has a {type(s).__name__} space; sequences of it "
+                             f"cannot be stored.")
         shape = (length,) + tuple(s.shape)
         if isinstance(s, BoolBox):
             return BoolBox(shape=shape)
@@ -196,20 +204,13 @@ def _sequence_space(space, length, key):
     return space.map(lengthen)
 
 
-def _check_actor_epsilons(spec):
-    """None, ``{"base", "alpha"}`` (Ape-X) or a float32 array; "apex" is Ape-X's 0.4 and 7."""
+def _actor_epsilons(spec):
+    """The checked ``actor_epsilons`` (``ACTOR_EPSILONS``) as None, ``{"base", "alpha"}`` (Ape-X; "apex" is
+    Ape-X's 0.4 and 7) or a float32 array."""
     if spec is None:
         return None
-    if isinstance(spec, str) and spec == "apex":
+    if isinstance(spec, str):
         return dict(base=0.4, alpha=7.0)
     if isinstance(spec, dict):
-        unknown = set(spec) - {"type", "base", "alpha"}
-        if unknown or spec.get("type", "apex") != "apex":
-            raise RLGraphSpecError(f"R2D2Agent.actor_epsilons: expected {{\"base\": ..., \"alpha\": ...}} (Ape-X), "
-                                   f"got {spec!r}.")
         return dict(base=float(spec.get("base", 0.4)), alpha=float(spec.get("alpha", 7.0)))
-    if isinstance(spec, (list, tuple)) and spec and all(isinstance(e, (int, float)) and not isinstance(e, bool)
-                                                        and 0.0 <= e <= 1.0 for e in spec):
-        return np.asarray(spec, np.float32)
-    raise RLGraphSpecError(f"R2D2Agent.actor_epsilons: expected None, \"apex\", an Ape-X dict {{\"base\": ..., "
-                           f"\"alpha\": ...}} or a list of epsilons in [0, 1], got {spec!r}.")
+    return np.asarray(spec, np.float32)

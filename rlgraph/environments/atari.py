@@ -13,10 +13,14 @@ from rlgraph.environments.episodic_life import EpisodicLifeVectorWrapper
 from rlgraph.environments.gym_env import GymEnv
 from rlgraph.environments.registry import register_ale
 from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
+from rlgraph.utils.validation import Int, Number, OneOf, Str, check, check_args, spec_error
 
 logger = logging.getLogger(__name__)
 
 VECTORIZATIONS = ("auto", "ale", "sync", "async")
+#: What the numeric arguments of the Atari environments must be (``rlgraph.utils.validation``).
+ATARI_RULES = dict(frame_skip=Int(min=1), screen_size=Int(min=1), stack_frames=Int(min=1), noop_max=Int(min=0),
+                   repeat_action_probability=Number(min=0.0, max=1.0), max_num_frames_per_episode=Int(min=0))
 
 
 def _import_ale():
@@ -35,8 +39,7 @@ def normalize_game(game):
         RLGraphSpecError: For an unknown game (with close matches among the installed ROMs).
     """
     ale_py = _import_ale()
-    if not isinstance(game, str) or not game:
-        raise RLGraphSpecError(f"Atari game must be a non-empty string, got {game!r}.")
+    check("AtariEnv", "game", game, Str(what="an Atari game name (a non-empty string such as \"pong\")"))
     rom_ids = list(ale_py.roms.get_all_rom_ids())
     name = game.split("/")[-1].split("-v")[0]
     for suffix in ("NoFrameskip", "Deterministic"):
@@ -47,7 +50,7 @@ def normalize_game(game):
         return table[key]
     close = difflib.get_close_matches(key, list(table), n=5, cutoff=0.6)
     hint = f" Did you mean: {', '.join(table[c] for c in close)}?" if close else ""
-    raise RLGraphSpecError(f"unknown Atari game '{game}' (no such ROM in ale-py).{hint}")
+    raise spec_error("AtariEnv", "game", f"unknown Atari game '{game}' (no such ROM in ale-py).{hint}")
 
 
 def _gym_id(rom):
@@ -103,10 +106,15 @@ class AtariEnv(GymEnv):
     """
 
     __aliases__ = ("atari", "ale")
+    #: What the constructor's numeric arguments must be (``rlgraph.utils.validation``; ``game`` is looked up).
+    ARG_RULES = ATARI_RULES
 
     def __init__(self, game, seed=None, frame_skip=4, screen_size=84, stack_frames=4, noop_max=30, grayscale=True,
                  episodic_life=False, repeat_action_probability=0.0, full_action_space=False,
                  max_num_frames_per_episode=108000):
+        check_args("AtariEnv", ATARI_RULES, dict(
+            frame_skip=frame_skip, screen_size=screen_size, stack_frames=stack_frames, noop_max=noop_max,
+            repeat_action_probability=repeat_action_probability, max_num_frames_per_episode=max_num_frames_per_episode))
         self.game = normalize_game(game)
         self.env_id = _gym_id(self.game)
         self.episodic_life = bool(episodic_life)
@@ -159,8 +167,10 @@ class AtariEnv(GymEnv):
         import gymnasium as gym
         from gymnasium.vector import AutoresetMode
 
-        if vectorization not in VECTORIZATIONS:
-            raise RLGraphSpecError(f"Atari vectorization must be one of {VECTORIZATIONS}, got {vectorization!r}.")
+        vectorization = check("AtariEnv", "vectorization", vectorization, OneOf(*VECTORIZATIONS))
+        check_args("AtariEnv", ATARI_RULES, dict(
+            frame_skip=frame_skip, screen_size=screen_size, stack_frames=stack_frames, noop_max=noop_max,
+            repeat_action_probability=repeat_action_probability, max_num_frames_per_episode=max_num_frames_per_episode))
         rom = normalize_game(game)
         if vectorization in ("auto", "ale"):
             from ale_py.vector_env import AtariVectorEnv as ALEVectorEnv
@@ -176,7 +186,7 @@ class AtariEnv(GymEnv):
             )
         else:
             if fire_reset:
-                raise RLGraphSpecError("Atari: fire_reset is only available with vectorization 'ale'.")
+                raise spec_error("AtariEnv", "fire_reset", "only available with vectorization 'ale' (or 'auto').")
             make = functools.partial(
                 make_atari_gym_env, rom, frame_skip=frame_skip, screen_size=screen_size, stack_frames=stack_frames,
                 noop_max=noop_max, grayscale=grayscale, repeat_action_probability=repeat_action_probability,

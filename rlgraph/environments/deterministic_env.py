@@ -8,19 +8,22 @@ Ids: ``"rlgraph/Chain-v0"`` (discrete observations: the position) and ``"rlgraph
 import gymnasium as gym
 import numpy as np
 
-from rlgraph.utils.errors import RLGraphSpecError
+from rlgraph.utils.validation import Int, Number, OneOf, check_args, spec_error
 
 OBSERVATIONS = ("discrete", "float")
+#: What the chain's arguments must be (``rlgraph.utils.validation``; ``start`` is also checked against ``length``).
+CHAIN_RULES = dict(length=Int(min=2), start=Int(min=0), observation=OneOf(*OBSERVATIONS), goal_reward=Number(),
+                   step_reward=Number())
 
 
-def check_chain_args(length, start, observation):
-    """Raises RLGraphSpecError for an invalid chain configuration."""
-    if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 2:
-        raise RLGraphSpecError(f"Chain: length must be an int >= 2, got {length!r}.")
-    if isinstance(start, bool) or not isinstance(start, (int, np.integer)) or not 0 <= start < length - 1:
-        raise RLGraphSpecError(f"Chain: start must be an int in [0, {length - 2}] (not the goal), got {start!r}.")
-    if observation not in OBSERVATIONS:
-        raise RLGraphSpecError(f"Chain: observation must be one of {OBSERVATIONS}, got {observation!r}.")
+def check_chain_args(length, start, observation, goal_reward=1.0, step_reward=0.0, owner="ChainEnv"):
+    """The checked chain arguments (``CHAIN_RULES``) as a dict; raises RLGraphSpecError for an invalid chain."""
+    args = check_args(owner, CHAIN_RULES, dict(length=length, start=start, observation=observation,
+                                               goal_reward=goal_reward, step_reward=step_reward))
+    if args["start"] >= args["length"] - 1:
+        raise spec_error(owner, "start", f"expected an int in [0, {args['length'] - 2}] (not the goal at "
+                         f"length - 1), got {start!r}.")
+    return args
 
 
 def chain_observation_space(length, observation):
@@ -47,11 +50,13 @@ class ChainEnv(gym.Env):
     """
 
     metadata = {"render_modes": []}
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``).
+    ARG_RULES = CHAIN_RULES
 
     def __init__(self, length=5, start=0, observation="discrete", goal_reward=1.0, step_reward=0.0):
-        check_chain_args(length, start, observation)
-        self.length, self.start, self.observation = int(length), int(start), observation
-        self.goal_reward, self.step_reward = float(goal_reward), float(step_reward)
+        args = check_chain_args(length, start, observation, goal_reward, step_reward)
+        self.length, self.start, self.observation = args["length"], args["start"], args["observation"]
+        self.goal_reward, self.step_reward = args["goal_reward"], args["step_reward"]
         self.observation_space = chain_observation_space(self.length, observation)
         self.action_space = gym.spaces.Discrete(2)
         self.position = self.start

@@ -4,7 +4,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from rlgraph.environments.deterministic_env import chain_observation_space, check_chain_args
+from rlgraph.environments.deterministic_env import CHAIN_RULES, chain_observation_space, check_chain_args
 
 
 class ChainVectorEnv(gym.vector.VectorEnv):
@@ -21,13 +21,16 @@ class ChainVectorEnv(gym.vector.VectorEnv):
     """
 
     metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.SAME_STEP}
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``), besides ``num_envs`` and
+    #: ``max_episode_steps``.
+    ARG_RULES = CHAIN_RULES
 
     def __init__(self, num_envs=1, length=5, start=0, observation="discrete", goal_reward=1.0, step_reward=0.0,
                  max_episode_steps=None):
-        check_chain_args(length, start, observation)
+        args = check_chain_args(length, start, observation, goal_reward, step_reward, owner="ChainVectorEnv")
         self.num_envs = int(num_envs)
-        self.length, self.start, self.observation = int(length), int(start), observation
-        self.goal_reward, self.step_reward = float(goal_reward), float(step_reward)
+        self.length, self.start, self.observation = args["length"], args["start"], args["observation"]
+        self.goal_reward, self.step_reward = args["goal_reward"], args["step_reward"]
         self.max_episode_steps = max_episode_steps
         self.single_observation_space = chain_observation_space(self.length, observation)
         self.single_action_space = gym.spaces.Discrete(2)

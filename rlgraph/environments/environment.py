@@ -85,7 +85,7 @@ class Environment(Specifiable, metaclass=abc.ABCMeta):
         Returns:
             tuple: (gymnasium vector env, name of the vectorization used).
         """
-        raise RLGraphSpecError(f"{cls.__name__} has no vector form; VectorEnv cannot build it.")
+        raise RLGraphSpecError(f"{cls.__name__}: has no vector form; VectorEnv cannot build it.")
 
     def __enter__(self):
         return self

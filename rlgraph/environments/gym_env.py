@@ -7,6 +7,7 @@ from rlgraph.environments.environment import Environment
 from rlgraph.environments.registry import gym_spec, make_gym_env
 from rlgraph.spaces.space_utils import space_from_gymnasium
 from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
+from rlgraph.utils.validation import OneOf, check, spec_error
 
 logger = logging.getLogger(__name__)
 
@@ -108,15 +109,15 @@ class GymEnv(Environment):
         import gymnasium as gym
         from gymnasium.vector import AutoresetMode
 
-        if vectorization not in VECTORIZATIONS:
-            raise RLGraphSpecError(f"vectorization must be one of {VECTORIZATIONS}, got {vectorization!r}.")
-        spec = gym_spec(env_id)
+        vectorization = check(cls.__name__, "vectorization", vectorization, OneOf(*VECTORIZATIONS))
+        spec = gym_spec(env_id, cls.__name__)
         requested, how = vectorization, None
         if vectorization in ("auto", "native"):
             how, reason = _native_plan(spec, gym_kwargs)
             if how is None:
                 if vectorization == "native":
-                    raise RLGraphSpecError(f"'{env_id}' cannot run as a native vector env: {reason}.")
+                    raise spec_error(cls.__name__, "vectorization", f"'{env_id}' cannot run as a native vector env: "
+                                     f"{reason}.")
                 logger.debug("'%s': no native vector form used (%s); using SyncVectorEnv.", env_id, reason)
                 vectorization = "sync"
             else:
@@ -137,7 +138,8 @@ class GymEnv(Environment):
                         reason = (f"{type(vec.unwrapped).__name__} lacks the attributes {how.__name__} resets "
                                   f"(another gymnasium version?)")
                         if requested == "native":
-                            raise RLGraphSpecError(f"'{env_id}' cannot run as a native vector env: {reason}.")
+                            raise spec_error(cls.__name__, "vectorization", f"'{env_id}' cannot run as a native "
+                                             f"vector env: {reason}.")
                         logger.warning("'%s': %s; using SyncVectorEnv.", env_id, reason)
                         vectorization = "sync"
             if vectorization != "native":
@@ -146,6 +148,6 @@ class GymEnv(Environment):
         except (gym.error.DependencyNotInstalled, ImportError) as e:
             raise RLGraphError(f"gymnasium environment '{env_id}' needs a package that is not installed: {e}") from e
         except (TypeError, gym.error.Error) as e:
-            raise RLGraphSpecError(f"cannot make a {vectorization} vector env of '{env_id}' with {gym_kwargs}: "
-                                   f"{e}") from e
+            raise RLGraphSpecError(f"{cls.__name__}: cannot make a {vectorization} vector env of '{env_id}' with "
+                                   f"{gym_kwargs}: {e}") from e
         return vec, vectorization

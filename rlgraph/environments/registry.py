@@ -3,6 +3,10 @@ import difflib
 import logging
 
 from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
+from rlgraph.utils.validation import Str, check, spec_error
+
+#: What an environment id must be (``rlgraph.utils.validation``).
+ENV_ID = Str(what="a gymnasium id (a non-empty string such as \"CartPole-v1\")")
 
 logger = logging.getLogger(__name__)
 
@@ -19,8 +23,8 @@ def register_ale():
     return True
 
 
-def gym_spec(env_id):
-    """Returns gymnasium's ``EnvSpec`` for ``env_id``.
+def gym_spec(env_id, owner="GymEnv"):
+    """Returns gymnasium's ``EnvSpec`` for ``env_id`` (``owner`` names the class asking, in messages).
 
     Registers ale-py's ids first when ``env_id`` looks like an Atari id (``ALE/...``, ``...NoFrameskip...``)
     and is not registered yet.
@@ -30,8 +34,7 @@ def gym_spec(env_id):
     """
     import gymnasium as gym
 
-    if not isinstance(env_id, str) or not env_id:
-        raise RLGraphSpecError(f"env_id must be a non-empty string (a gymnasium id), got {env_id!r}.")
+    check(owner, "env_id", env_id, ENV_ID)
     if env_id not in gym.registry and (env_id.startswith("ALE/") or "Frameskip" in env_id):
         register_ale()
     try:
@@ -39,7 +42,7 @@ def gym_spec(env_id):
     except gym.error.Error as e:
         close = difflib.get_close_matches(env_id, list(gym.registry.keys()), n=5, cutoff=0.6)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
-        raise RLGraphSpecError(f"unknown gymnasium environment id '{env_id}' ({e}).{hint}") from None
+        raise spec_error(owner, "env_id", f"unknown gymnasium environment id '{env_id}' ({e}).{hint}") from None
 
 
 def make_gym_env(env_id, **gym_kwargs):
@@ -52,4 +55,4 @@ def make_gym_env(env_id, **gym_kwargs):
     except (gym.error.DependencyNotInstalled, ImportError) as e:
         raise RLGraphError(f"gymnasium environment '{env_id}' needs a package that is not installed: {e}") from e
     except TypeError as e:
-        raise RLGraphSpecError(f"cannot make gymnasium environment '{env_id}' with {gym_kwargs}: {e}") from e
+        raise RLGraphSpecError(f"GymEnv: cannot make gymnasium environment '{env_id}' with {gym_kwargs}: {e}") from e

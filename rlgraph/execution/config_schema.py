@@ -4,7 +4,10 @@ Built from what the code declares: each agent's constructor keywords (``accepted
 its ``ARG_RULES``, the ``VectorEnv`` keywords of ``environment_spec``, and the rule tables of ``train_spec``
 (``runner.TRAIN_SPEC_SCHEMA``) and ``execution_spec`` (``execution_spec.SCHEMA``). Nested component specs
 (``memory_spec``, ``optimizer_spec``, ``network_spec``, ...) are objects whose ``"type"`` lists the registered
-classes; their own keys are checked when the agent is built, not by the schema.
+classes; for each concrete class a branch "if the type names this class, then its keywords" gives the class's
+keywords with the rules of its ``ARG_RULES`` (merged over the MRO), the keywords it requires, and refuses other
+keys where the constructor takes no ``**kwargs``. An IMPALA/APPO ``loss_spec`` gets the keywords of the agent's
+loss function the same way.
 """
 import inspect
 import re
@@ -63,12 +66,88 @@ def _type_property(base):
 
 def component_spec(base, allow_list_of=None):
     """A spec of a ``base`` component: an object with a ``"type"`` among its subclasses, or a type name
-    (or, with ``allow_list_of``, a list of specs of that class, e.g. a network's layers)."""
+    (or, with ``allow_list_of``, a list of specs of that class, e.g. a network's layers).
+
+    The object form holds one branch per concrete class with rules or a closed set of keywords: if its
+    ``"type"`` names that class (as ``Specifiable.lookup_class`` reads it), then its keys are the class's
+    keywords (``component_properties``), those without a default are required, and, where the constructor
+    takes no ``**kwargs``, no other key is allowed.
+    """
     typed = _type_property(base)
-    options = [{"type": "object", "properties": {"type": typed}}, typed]
+    obj = {"type": "object", "properties": {"type": typed}}
+    branches = _type_branches(base)
+    if branches:
+        obj["allOf"] = branches
+    options = [obj, typed]
     if allow_list_of is not None:
         options.append({"type": "array", "items": component_spec(allow_list_of)})
     return {"anyOf": options}
+
+
+def _type_branches(base):
+    names_of = {}
+    for name, klass in base._type_table().items():
+        names_of.setdefault(klass, []).append(name)
+    branches = []
+    for klass in sorted(_classes(base, include_base=True), key=lambda c: (c.__name__, c.__module__)):
+        if klass not in names_of:
+            continue
+        props, required, closed = component_properties(klass)
+        if not _rules_of(klass) and not closed:
+            continue
+        then = {"properties": dict(props, type={})}
+        if required:
+            then["required"] = required
+        if closed:
+            then["additionalProperties"] = False
+        branches.append({"if": {"properties": {"type": {"pattern": _names_regex(names_of[klass])}},
+                                "required": ["type"]}, "then": then})
+    return branches
+
+
+def _property(rule, default_is_none, doc):
+    prop = rule.json() if rule is not None else {}
+    if default_is_none and prop and not _allows_null(prop):
+        prop = {"anyOf": [prop, {"type": "null"}]}  # None: the default.
+    if doc:
+        prop["description"] = doc
+    return prop
+
+
+def _allows_null(prop):
+    types = prop.get("type", ())
+    return "null" in (types if isinstance(types, list) else (types,)) or \
+        any(_allows_null(p) for p in prop.get("anyOf", ())) or None in prop.get("enum", ())
+
+
+def _docs_of(klass):
+    return doc_args(*[c for k in klass.__mro__ if k is not object for c in (k, k.__dict__.get("__init__"))
+                      if c is not None])
+
+
+def component_properties(klass, exclude=()):
+    """The constructor keywords of component class ``klass`` for a JSON Schema.
+
+    Args:
+        klass: The class.
+        exclude: Keywords to leave out (set by the caller, not by the spec).
+
+    Returns:
+        ``(properties, required, closed)``: ``{key: JSON Schema}`` (the rule's schema for keys with a rule in
+        ``ARG_RULES``, merged over the MRO; any value for the others; with the docstring's description), the
+        keys without a default, and whether other keys are refused (no ``**kwargs``).
+    """
+    keys, open_kwargs = accepted_keys(klass)
+    rules = _rules_of(klass)
+    defaults = _defaults_of(klass)
+    docs = _docs_of(klass)
+    props = {}
+    for key in sorted(keys | (set(rules) if open_kwargs else set())):
+        if key in exclude or key == "type":
+            continue
+        props[key] = _property(rules.get(key), key in defaults and defaults[key] is None, docs.get(key))
+    required = sorted(k for k in _required_of(klass) if k in props)
+    return props, required, not open_kwargs
 
 
 def _component_specs():
@@ -84,6 +163,15 @@ def _rules_of(klass):
     for k in reversed(klass.__mro__):
         rules.update(k.__dict__.get("ARG_RULES", {}))
     return rules
+
+
+def _required_of(klass):
+    try:
+        params = inspect.signature(klass.__init__).parameters
+    except (TypeError, ValueError):
+        return []
+    return [n for n, p in list(params.items())[1:] if p.default is p.empty
+            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
 
 def _defaults_of(klass):
@@ -106,13 +194,15 @@ def agent_properties(klass, components=None):
     keys, _ = accepted_keys(klass)
     rules = _rules_of(klass)
     defaults = _defaults_of(klass)
-    docs = doc_args(*[c for k in klass.__mro__ if k is not object for c in (k, k.__dict__.get("__init__"))
-                      if c is not None])
+    docs = _docs_of(klass)
+    loss_class = getattr(getattr(klass, "algorithm_class", None), "loss_class", None)
     props = {}
     for key in sorted(keys):
         if key in _GIVEN_BY_ENV:
             continue
-        if key in rules:
+        if key == "loss_spec" and loss_class is not None:
+            prop = _loss_spec_schema(klass.algorithm_class, loss_class)
+        elif key in rules:
             prop = rules[key].json()
         elif key in components:
             prop = dict(components[key])
@@ -126,6 +216,12 @@ def agent_properties(klass, components=None):
             prop["description"] = docs[key]
         props[key] = prop
     return props
+
+
+def _loss_spec_schema(algorithm_class, loss_class):
+    """An agent's ``loss_spec``: the keywords of its loss function, less those its algorithm sets."""
+    props, _, closed = component_properties(loss_class, exclude=getattr(algorithm_class, "loss_keys_set", ()))
+    return {"type": "object", "properties": props, "additionalProperties": not closed}
 
 
 def environment_spec_schema():
@@ -152,6 +248,7 @@ def config_schema():
     from rlgraph.execution.execution_spec import ExecutionSpec
     from rlgraph.execution.runner import train_spec_json_schema
     definitions = _component_specs()
+    definitions["value_network_spec"] = {"$ref": "#/$defs/network_spec"}  # The same schema, once.
     components = {key: {"$ref": f"#/$defs/{key}"} for key in definitions}
     branches, all_names = [], set()
     for klass in sorted(_classes(Agent, include_base=False), key=lambda a: a.__name__):

@@ -6,7 +6,9 @@ A rule says what a value must be (``Int(min=1)``, ``Number(min=0)``, ``Bool()``,
 The error also carries ``key`` (the argument or spec key) and ``reason`` (the text after the colon), so that
 ``Specifiable.from_spec`` can name the full config path (``agent.optimizer_spec.learning_rate``) instead of the
 class. :func:`check_spec` checks a plain dict section of a config against a schema (``{key: rule}``), with
-"did you mean" for unknown keys; :func:`json_schema` exports such a schema for editors.
+"did you mean" for unknown keys; :func:`json_schema` exports such a schema for editors. Further rules: ``Str``,
+``Schedule``, ``Mapping``, ``ListOf``, ``AnyOf``, ``Ints`` (an int or a list of them, e.g. a kernel size),
+``Shape``, ``Permutation``, ``HostPort``.
 
 No backend imports here (``rlgraph.utils`` is backend-free).
 """
@@ -103,21 +105,22 @@ class Int(Rule):
 
 class Number(Rule):
     """A finite real number (int or float, not a bool or a string) in ``[min, max]`` (``gt``: > instead of >=;
-    ``lt``: < instead of <=)."""
+    ``lt``: < instead of <=; ``nonzero``: not 0; ``finite=False``: also +-inf, never NaN)."""
 
-    def __init__(self, min=None, max=None, gt=None, lt=None):
-        self.min, self.max, self.gt, self.lt = min, max, gt, lt
+    def __init__(self, min=None, max=None, gt=None, lt=None, nonzero=False, finite=True):
+        self.min, self.max, self.gt, self.lt, self.nonzero, self.finite = min, max, gt, lt, nonzero, finite
 
     def describe(self):
         lo, lo_open = (self.gt, True) if self.gt is not None else (self.min, False)
         hi, hi_open = (self.lt, True) if self.lt is not None else (self.max, False)
-        return _range_text("a finite number", lo, hi, lo_open=lo_open, hi_open=hi_open)
+        kind = ("a non-zero " if self.nonzero else "a ") + ("finite number" if self.finite else "number")
+        return _range_text(kind, lo, hi, lo_open=lo_open, hi_open=hi_open)
 
     def ok(self, value):
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             return False, None
         value = float(value)
-        if not math.isfinite(value):
+        if math.isnan(value) or (self.finite and math.isinf(value)) or (self.nonzero and value == 0.0):
             return False, None
         if (self.min is not None and value < self.min) or (self.max is not None and value > self.max) or \
                 (self.gt is not None and value <= self.gt) or (self.lt is not None and value >= self.lt):
@@ -126,6 +129,8 @@ class Number(Rule):
 
     def json(self):
         out = {"type": "number"}
+        if self.nonzero:
+            out["not"] = {"const": 0}
         if self.min is not None:
             out["minimum"] = self.min
         if self.gt is not None:
@@ -153,31 +158,54 @@ class Bool(Rule):
 
 
 class Str(Rule):
-    """A non-empty string."""
+    """A non-empty string (without any of the characters ``exclude``); ``what`` names it in messages."""
+
+    def __init__(self, exclude="", what=None):
+        self.exclude, self.what = exclude, what
 
     def describe(self):
-        return "a non-empty string"
+        if self.what:
+            return self.what
+        without = " and ".join(repr(c) for c in self.exclude)
+        return "a non-empty string" + (f" without {without}" if without else "")
 
     def ok(self, value):
-        return (True, value) if isinstance(value, str) and value else (False, None)
+        good = isinstance(value, str) and value and not any(c in value for c in self.exclude)
+        return (True, value) if good else (False, None)
 
     def json(self):
-        return {"type": "string", "minLength": 1}
+        out = {"type": "string", "minLength": 1}
+        if self.exclude:
+            out["pattern"] = "^[^" + "".join(_regex_char(c, in_class=True) for c in self.exclude) + "]+$"
+        return out
+
+
+def _regex_char(c, in_class=False):
+    """``c`` escaped for a regular expression (in the syntax Python's ``re`` and ECMA-262 share)."""
+    return "\\" + c if c in "\\^$.|?*+()[]{}/" or (in_class and c == "-") else c
+
+
+def any_case(text):
+    """A regular expression (Python and ECMA-262) matching ``text`` in any letter case."""
+    return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else _regex_char(c) for c in text)
 
 
 class OneOf(Rule):
-    """One of the given values (compared with ``==``; ``True`` is not ``1``)."""
+    """One of the given values (compared with ``==``; ``True`` is not ``1``). With ``ignore_case``, strings match
+    in any letter case and are normalized to the listed spelling."""
 
-    def __init__(self, *values):
-        self.values = values
+    def __init__(self, *values, ignore_case=False):
+        self.values, self.ignore_case = values, ignore_case
 
     def describe(self):
-        return "one of " + ", ".join(repr(v) for v in self.values)
+        return "one of " + ", ".join(repr(v) for v in self.values) + (" (any case)" if self.ignore_case else "")
 
     def ok(self, value):
         for v in self.values:
             if type(v) is type(value) and v == value or (v is None and value is None):
                 return True, value
+            if self.ignore_case and isinstance(v, str) and isinstance(value, str) and v.lower() == value.lower():
+                return True, v
         return False, None
 
     def check(self, value, owner, key):
@@ -190,6 +218,11 @@ class OneOf(Rule):
         return out
 
     def json(self):
+        if self.ignore_case:
+            strings = [v for v in self.values if isinstance(v, str)]
+            others = [v for v in self.values if not isinstance(v, str)]
+            pattern = {"type": "string", "pattern": "^(?:" + "|".join(any_case(v) for v in strings) + ")$"}
+            return {"anyOf": [pattern, {"enum": others}]} if others else pattern
         return {"enum": list(self.values)}
 
 
@@ -292,6 +325,93 @@ class ListOf(Rule):
         if self.min_items:
             out["minItems"] = self.min_items
         return out
+
+
+class AnyOf(Rule):
+    """What any of ``rules`` accepts (the first that does normalizes it); ``what`` names it in messages
+    (default: the rules' descriptions joined by "or")."""
+
+    def __init__(self, *rules, what=None):
+        self.rules, self.what = rules, what
+
+    def describe(self):
+        return self.what or " or ".join(r.describe() for r in self.rules)
+
+    def ok(self, value):
+        for rule in self.rules:
+            good, out = rule.ok(value)
+            if good:
+                return True, out
+        return False, None
+
+    def json(self):
+        return {"anyOf": [r.json() for r in self.rules]}
+
+
+def _int_ok(value):
+    return not isinstance(value, bool) and isinstance(value, numbers.Integral)
+
+
+class Ints(Rule):
+    """An int, or a list (or tuple) of ``length`` ints (any number >= 1 if None), each in ``[min, max]``; a
+    list is normalized to a tuple of ints (e.g. a kernel size ``3`` or ``[3, 5]``)."""
+
+    def __init__(self, min=None, max=None, length=None):
+        self.int, self.length = Int(min=min, max=max), length
+
+    def describe(self):
+        one = self.int.describe()
+        count = f"{self.length} of them" if self.length else "them"
+        return f"{one} or a list of {count}"
+
+    def ok(self, value):
+        if isinstance(value, (list, tuple)):
+            if not value or (self.length is not None and len(value) != self.length):
+                return False, None
+            out = [self.int.ok(v) for v in value]
+            return (True, tuple(v for _, v in out)) if all(good for good, _ in out) else (False, None)
+        return self.int.ok(value)
+
+    def json(self):
+        array = {"type": "array", "items": self.int.json(), "minItems": self.length or 1}
+        if self.length:
+            array["maxItems"] = self.length
+        return {"anyOf": [self.int.json(), array]}
+
+
+class Shape(Rule):
+    """A shape: an int or a list (or tuple) of ints, each positive or -1 (at most one -1: "the rest");
+    normalized to a tuple."""
+
+    def describe(self):
+        return "a shape: a positive int or a list of positive ints with at most one -1"
+
+    def ok(self, value):
+        dims = (value,) if not isinstance(value, (list, tuple)) else tuple(value)
+        if not all(_int_ok(d) and (d >= 1 or d == -1) for d in dims) or sum(d == -1 for d in dims) > 1:
+            return False, None
+        return True, tuple(int(d) for d in dims)
+
+    def json(self):
+        dim = {"type": "integer", "anyOf": [{"minimum": 1}, {"const": -1}]}
+        return {"anyOf": [dim, {"type": "array", "items": dim, "contains": {"const": -1}, "minContains": 0,
+                                "maxContains": 1}]}
+
+
+class Permutation(Rule):
+    """A permutation of ``0 .. n-1`` as a list (or tuple) of ints, e.g. ``[2, 0, 1]``; normalized to a list."""
+
+    def describe(self):
+        return "a permutation of 0..n-1 (a list of ints such as [2, 0, 1])"
+
+    def ok(self, value):
+        if not isinstance(value, (list, tuple)) or not all(_int_ok(a) for a in value) or \
+                sorted(value) != list(range(len(value))):
+            return False, None
+        return True, [int(a) for a in value]
+
+    def json(self):
+        return {"type": "array", "items": {"type": "integer", "minimum": 0}, "uniqueItems": True}
 
 
 class HostPort(Rule):

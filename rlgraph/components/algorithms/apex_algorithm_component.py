@@ -1,7 +1,7 @@
 """The root component of Ape-X agents: DQN whose actors compute the initial priorities of what they store."""
 from rlgraph.components.algorithms.dqn_algorithm_component import DQNAlgorithmComponent
 from rlgraph.utils.decorators import rlgraph_api
-from rlgraph.utils.errors import RLGraphSpecError
+from rlgraph.utils.validation import spec_error
 
 
 class ApexAlgorithmComponent(DQNAlgorithmComponent):
@@ -25,8 +25,8 @@ class ApexAlgorithmComponent(DQNAlgorithmComponent):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         if not self.prioritized:
-            raise RLGraphSpecError("Ape-X needs a prioritized memory (memory_spec type 'prioritized-replay'), got "
-                                   f"{type(self.memory).__name__}.")
+            raise spec_error("ApexAlgorithmComponent", "memory_spec", "Ape-X needs a prioritized memory (type "
+                             f"'prioritized-replay'), got a {type(self.memory).__name__}.")
 
     @rlgraph_api
     def get_actor_priorities(self, records):

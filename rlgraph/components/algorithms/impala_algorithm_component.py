@@ -1,6 +1,5 @@
 """The root component of IMPALA: a V-trace actor-critic learning from time-major unrolls."""
 from rlgraph.components.component import Component
-from rlgraph.components.helpers.input_checks import check_number
 from rlgraph.components.loss_functions.impala_loss_function import IMPALALossFunction
 from rlgraph.components.optimizers.optimizer import Optimizer
 from rlgraph.components.policies.actor_critic_policy import ActorCriticPolicy
@@ -8,7 +7,7 @@ from rlgraph.components.preprocessing.clip import Clip
 from rlgraph.components.preprocessing.preprocessor_stack import PreprocessorStack
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
-from rlgraph.utils.errors import RLGraphSpecError
+from rlgraph.utils.validation import Mapping, Number, OneOf, Optional, check_args, spec_error
 
 #: Keys of the network inputs when previous actions and rewards are fed to the network
 #: (``MultiInputStreamNetwork.input_network_specs`` must name these three streams).
@@ -72,29 +71,34 @@ class IMPALAAlgorithmComponent(Component):
     default_scope = "impala"
     #: The loss function class (APPO replaces it).
     loss_class = IMPALALossFunction
+    #: Keywords of the loss function that this component sets (``loss_spec`` must leave them out).
+    loss_keys_set = ("discount", "reward_clipping", "time_major")
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``).
+    ARG_RULES = dict(loss_spec=Optional(Mapping()), discount=Number(min=0.0, max=1.0),
+                     reward_clipping=OneOf("clamp_one", None), reward_scale=Number(gt=0.0))
 
     def __init__(self, network_spec, action_space, optimizer_spec, preprocessing_spec=None, value_network_spec=None,
                  loss_spec=None, discount=0.99, reward_clipping=None, reward_scale=1.0, prev_action_reward=False,
                  scope=None, **kwargs):
         super().__init__(scope=scope, **kwargs)
         name = type(self).__name__
+        args = check_args(name, IMPALAAlgorithmComponent.ARG_RULES, dict(
+            loss_spec=loss_spec, discount=discount, reward_clipping=reward_clipping, reward_scale=reward_scale))
         self.preprocessor = PreprocessorStack(preprocessing_spec=list(preprocessing_spec or []),
                                               scope="preprocessor")
         self.policy = ActorCriticPolicy(network_spec, action_space=action_space,
                                         value_network_spec=value_network_spec, scope="policy")
-        if reward_clipping not in ("clamp_one", None):
-            raise RLGraphSpecError(f"{name}: reward_clipping must be 'clamp_one' or None, got {reward_clipping!r}.")
         self.reward_clipping = None if reward_clipping is None else Clip(-1.0, 1.0, scope="reward-clipping")
         loss_spec = dict(loss_spec or {})
-        for key in ("discount", "reward_clipping", "time_major"):
+        for key in self.loss_keys_set:
             if key in loss_spec:
-                raise RLGraphSpecError(f"{name}: loss_spec.{key} is set by the agent (its 'discount' and "
-                                       f"'reward_clipping'), not by loss_spec.")
+                raise spec_error(name, f"loss_spec.{key}", "is set by the agent (its 'discount' and "
+                                 "'reward_clipping'), not by loss_spec.")
         self.loss_function = self.loss_class.from_spec(loss_spec, _path="loss_spec", discount=discount,
                                                        reward_clipping=None, time_major=True)
         self.optimizer = Optimizer.from_spec(optimizer_spec, _path="optimizer_spec")
-        self.discount = float(discount)
-        self.reward_scale = check_number(name, "reward_scale", reward_scale, positive=True)
+        self.discount = args["discount"]
+        self.reward_scale = args["reward_scale"]
         self.prev_action_reward = bool(prev_action_reward)
         self.recurrent = self.policy.is_recurrent
         self.add_components(*[c for c in (self.preprocessor, self.policy, self.reward_clipping, self.loss_function,

@@ -12,7 +12,7 @@ from rlgraph.components.policies.policy import Policy
 from rlgraph.components.preprocessing.preprocessor_stack import PreprocessorStack
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
-from rlgraph.utils.errors import RLGraphSpecError
+from rlgraph.utils.validation import Mapping, Int, Number, check_args, spec_error
 
 #: The record key of the initial recurrent state of a stored sequence (the memory's ``state_key``).
 STATE_KEY = "internal_states"
@@ -90,36 +90,40 @@ class R2D2AlgorithmComponent(Component):
     """
 
     default_scope = "r2d2"
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``).
+    ARG_RULES = dict(memory_spec=Mapping(), n_step=Int(min=1), discount=Number(min=0.0, max=1.0),
+                     eta=Number(min=0.0, max=1.0), rescaling_epsilon=Number(min=0.0), priority_epsilon=Number(min=0.0))
 
     def __init__(self, network_spec, action_space, memory_spec, exploration_spec, optimizer_spec,
                  preprocessing_spec=None, dueling=True, n_step=5, discount=0.997, eta=0.9, rescaling_epsilon=1e-3,
                  huber_loss=False, priority_epsilon=1e-6, scope=None, **kwargs):
         super().__init__(scope=scope, **kwargs)
+        owner = "R2D2AlgorithmComponent"
+        args = check_args(owner, R2D2AlgorithmComponent.ARG_RULES, dict(
+            memory_spec=memory_spec, n_step=n_step, discount=discount, eta=eta, rescaling_epsilon=rescaling_epsilon,
+            priority_epsilon=priority_epsilon))
+        n_step = args["n_step"]
         self.preprocessor = PreprocessorStack(preprocessing_spec=list(preprocessing_spec or []),
                                               scope="preprocessor")
         policy_class = DuelingPolicy if dueling else Policy
         self.policy = policy_class(network_spec, action_space=action_space, scope="policy")
         if not self.policy.is_recurrent:
-            raise RLGraphSpecError("R2D2AlgorithmComponent.network_spec: R2D2 needs a recurrent Q-network (a layer "
-                                   "{\"type\": \"lstm\", ...}), got none.")
+            raise spec_error(owner, "network_spec", "R2D2 needs a recurrent Q-network (a layer {\"type\": \"lstm\", "
+                             "...}), got none.")
         self.target_policy = Synchronizable(self.policy.copy(scope="target-policy-net", trainable=False),
                                             scope="target-policy")
-        if not isinstance(memory_spec, dict):
-            raise RLGraphSpecError(f"R2D2AlgorithmComponent.memory_spec: expected a dict spec of a SequenceReplay, "
-                                   f"got {memory_spec!r}.")
         for key in ("state_key", "mask_key"):
             if key in memory_spec:
-                raise RLGraphSpecError(f"R2D2AlgorithmComponent.memory_spec: '{key}' is set by the component; "
-                                       f"leave it out.")
+                raise spec_error(owner, f"memory_spec.{key}", "is set by the component; leave it out.")
         self.memory = Memory.from_spec(dict({"type": "sequence-replay"}, **memory_spec, state_key=STATE_KEY),
                                        _path="memory_spec")
         if not isinstance(self.memory, SequenceReplay):
-            raise RLGraphSpecError(f"R2D2AlgorithmComponent.memory_spec: R2D2 needs a SequenceReplay, got a "
-                                   f"{type(self.memory).__name__}.")
+            raise spec_error(owner, "memory_spec.type", f"R2D2 needs a SequenceReplay, got a "
+                             f"{type(self.memory).__name__}.")
         self.burn_in = self.memory.burn_in_length
         if self.memory.train_length <= n_step:
-            raise RLGraphSpecError(f"R2D2AlgorithmComponent: memory_spec.train_length ({self.memory.train_length}) "
-                                   f"must exceed n_step ({n_step}); the last n_step steps only bootstrap.")
+            raise spec_error(owner, "memory_spec.train_length", f"must exceed n_step ({n_step}), got "
+                             f"{self.memory.train_length}; the last n_step steps only bootstrap.")
         self.exploration = Exploration.from_spec(dict(exploration_spec or {}, action_space=action_space),
                                                  _path="exploration_spec")
         # The burn-in steps are cut off before the loss: it sees only the training steps (burn_in=0).
@@ -127,7 +131,7 @@ class R2D2AlgorithmComponent(Component):
                                               eta=eta, huber_loss=huber_loss, importance_weights=True)
         self.value_rescaling = ValueFunctionRescaling(epsilon=rescaling_epsilon, scope="value-rescaling")
         self.optimizer = Optimizer.from_spec(optimizer_spec, _path="optimizer_spec")
-        self.priority_epsilon = float(priority_epsilon)
+        self.priority_epsilon = args["priority_epsilon"]
         self.add_components(self.preprocessor, self.policy, self.target_policy, self.memory, self.exploration,
                             self.loss_function, self.value_rescaling, self.optimizer)
 

@@ -1,7 +1,8 @@
 """Merges several inputs into one Dict (or Tuple)."""
 from rlgraph.components.component import Component
 from rlgraph.utils.decorators import rlgraph_api
-from rlgraph.utils.errors import RLGraphAPIError, RLGraphSpecError
+from rlgraph.utils.errors import RLGraphAPIError
+from rlgraph.utils.validation import spec_error
 
 
 class ContainerMerger(Component):
@@ -19,9 +20,10 @@ class ContainerMerger(Component):
         if merge_tuples and len(input_names) == 1 and isinstance(input_names[0], int):
             input_names = tuple(range(input_names[0]))
         if not input_names:
-            raise RLGraphSpecError("ContainerMerger needs the names of its inputs.")
+            raise spec_error("ContainerMerger", "input_names", "needs the names of its inputs.")
         if not merge_tuples and any(not isinstance(n, str) or "/" in n for n in input_names):
-            raise RLGraphSpecError(f"ContainerMerger: dict keys must be strings without '/', got {input_names}.")
+            raise spec_error("ContainerMerger", "input_names", f"dict keys must be strings without '/', got "
+                             f"{input_names}.")
         self.input_names = list(input_names)
         self.merge_tuples = merge_tuples
 

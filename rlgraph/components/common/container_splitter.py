@@ -2,7 +2,8 @@
 from rlgraph.components.component import Component
 from rlgraph.spaces import ContainerSpace
 from rlgraph.utils.decorators import rlgraph_api
-from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError
+from rlgraph.utils.errors import RLGraphSpaceError
+from rlgraph.utils.validation import spec_error
 
 
 class ContainerSplitter(Component):
@@ -17,7 +18,7 @@ class ContainerSplitter(Component):
     def __init__(self, *output_order, scope=None, **kwargs):
         super().__init__(scope=scope, **kwargs)
         if not output_order:
-            raise RLGraphSpecError("ContainerSplitter needs at least one key to output.")
+            raise spec_error("ContainerSplitter", "output_order", "needs at least one key to output.")
         self.output_order = list(output_order)
 
     def check_input_spaces(self, input_spaces, action_space=None):

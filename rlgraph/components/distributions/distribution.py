@@ -5,7 +5,8 @@ from rlgraph.components.component import Component
 from rlgraph.spaces import BoolBox, ContainerSpace, FloatBox, IntBox, Space
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
-from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError
+from rlgraph.utils.errors import RLGraphSpaceError
+from rlgraph.utils.validation import spec_error
 
 
 class Distribution(Component):
@@ -35,7 +36,8 @@ class Distribution(Component):
 
     def __init__(self, action_space=None, scope=None, **kwargs):
         if type(self) is Distribution:
-            raise RLGraphSpecError("Distribution is abstract; give a concrete type, e.g. 'categorical' or 'normal'.")
+            raise spec_error("Distribution", "type", "Distribution is abstract; give a concrete type, e.g. "
+                             "'categorical' or 'normal'.")
         super().__init__(scope=scope, **kwargs)
         if action_space is not None and not isinstance(action_space, Space):
             action_space = Space.from_spec(action_space, _path=f"{type(self).__name__}.action_space")

@@ -7,7 +7,12 @@ from rlgraph.spaces import IntBox, Space
 from rlgraph.backends.tf_backend import tf_random
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
-from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError
+from rlgraph.utils.errors import RLGraphSpaceError
+from rlgraph.utils.validation import Int, Number, check_args, spec_error
+
+#: What ``apex_epsilon``'s arguments must be (``rlgraph.utils.validation``; the actor index is checked against
+#: ``num_actors``).
+APEX_EPSILON_RULES = dict(num_actors=Int(min=1), base=Number(min=0.0, max=1.0), alpha=Number())
 
 
 def apex_epsilon(i, num_actors, base=0.4, alpha=7.0):
@@ -25,13 +30,14 @@ def apex_epsilon(i, num_actors, base=0.4, alpha=7.0):
     Returns:
         A float (an array for an array ``i``).
     """
-    if isinstance(num_actors, bool) or not isinstance(num_actors, (int, np.integer)) or num_actors < 1:
-        raise RLGraphSpecError(f"apex_epsilon: num_actors must be an int >= 1, got {num_actors!r}.")
+    args = check_args("apex_epsilon", APEX_EPSILON_RULES, dict(num_actors=num_actors, base=base, alpha=alpha))
+    num_actors, base, alpha = args["num_actors"], args["base"], args["alpha"]
     index = np.asarray(i)
     if index.dtype.kind not in "iu" or np.any(index < 0) or np.any(index >= num_actors):
-        raise RLGraphSpecError(f"apex_epsilon: actor index must be an int in [0, {num_actors}), got {i!r}.")
+        raise spec_error("apex_epsilon", "i", f"expected an actor index, an int in [0, {num_actors}) (or an array of "
+                         f"them), got {i!r}.")
     exponent = 1.0 + (alpha * index / (num_actors - 1) if num_actors > 1 else 0.0 * index)
-    out = np.power(float(base), exponent)
+    out = np.power(base, exponent)
     return float(out) if out.ndim == 0 else out
 
 

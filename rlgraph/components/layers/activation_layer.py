@@ -1,9 +1,10 @@
 """A layer that only applies an activation function."""
-from rlgraph.components.layers.activations import check_activation, get_activation
+from rlgraph.components.layers.activations import ActivationName, get_activation
 from rlgraph.components.layers.layer import Layer
 from rlgraph.spaces import FloatBox
 from rlgraph.utils.decorators import graph_fn
 from rlgraph.utils.errors import RLGraphSpaceError
+from rlgraph.utils.validation import check_args
 
 
 class ActivationLayer(Layer):
@@ -16,11 +17,13 @@ class ActivationLayer(Layer):
     __aliases__ = ("activation",)
 
     default_scope = "activation"
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``).
+    ARG_RULES = dict(activation=ActivationName())
 
     def __init__(self, activation=None, scope=None, **kwargs):
         super().__init__(scope=scope, **kwargs)
-        check_activation(activation)
-        self.activation = activation
+        self.activation = check_args("ActivationLayer", ActivationLayer.ARG_RULES,
+                                     dict(activation=activation))["activation"]
         self._act = None
 
     def check_input_spaces(self, input_spaces, action_space=None):

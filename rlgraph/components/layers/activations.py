@@ -1,15 +1,40 @@
 """Activation functions by name, for each backend."""
 from rlgraph.utils.backend import normalize_backend, tf, torch
 from rlgraph.utils.errors import RLGraphSpecError
+from rlgraph.utils.validation import OneOf, any_case, check
 
 _NAMES = ("linear", "relu", "tanh", "sigmoid", "elu", "selu", "softplus", "swish", "gelu", "leaky_relu", "softmax")
 
 
+def _key(name):
+    return str(name).lower().replace("-", "_")
+
+
+class ActivationName(OneOf):
+    """A rule (``rlgraph.utils.validation``): an activation name in any case, "-" for "_" (``"relu"``,
+    ``"Leaky-ReLU"``), or None (linear)."""
+
+    def __init__(self):
+        super().__init__(*_NAMES, None)
+
+    def describe(self):
+        return f"an activation name (one of {', '.join(_NAMES)}) or null"
+
+    def ok(self, value):
+        if value is None or (isinstance(value, str) and _key(value) in _NAMES):
+            return True, value
+        return False, None
+
+    def json(self):
+        alternatives = "|".join(any_case(n).replace("_", "[-_]") for n in _NAMES)
+        return {"anyOf": [{"type": "string", "pattern": f"^(?:{alternatives})$"}, {"type": "null"}]}
+
+
 def get_activation(name, backend):
     """The activation function ``name`` (None or "linear" is the identity) on ``backend``."""
-    if name is None or name == "linear":
+    if name is None or _key(name) == "linear":
         return None
-    key = str(name).lower().replace("-", "_")
+    key = _key(name)
     if key not in _NAMES:
         raise RLGraphSpecError(f"Unknown activation '{name}'; known: {', '.join(_NAMES)}.")
     if normalize_backend(backend) == "tf":
@@ -22,7 +47,10 @@ def get_activation(name, backend):
             "leaky_relu": lambda x: F.leaky_relu(x, 0.2), "softmax": lambda x: torch.softmax(x, dim=-1)}[key]
 
 
-def check_activation(name):
-    """Raises for an unknown activation name, without touching a backend."""
-    if name is not None and name != "linear" and str(name).lower().replace("-", "_") not in _NAMES:
-        raise RLGraphSpecError(f"Unknown activation '{name}'; known: {', '.join(_NAMES)}.")
+def check_activation(name, owner="Layer", key="activation"):
+    """The activation name ``name`` if it is known (``ActivationName``), without touching a backend.
+
+    Raises:
+        RLGraphSpecError: "<owner>.<key>: expected an activation name ..." for an unknown name.
+    """
+    return check(owner, key, name, ActivationName())

@@ -3,7 +3,8 @@ from rlgraph.components.layers.layer import Layer
 from rlgraph.spaces import BoxSpace, TextBox
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
-from rlgraph.utils.errors import RLGraphAPIError, RLGraphSpaceError, RLGraphSpecError
+from rlgraph.utils.errors import RLGraphAPIError, RLGraphSpaceError
+from rlgraph.utils.validation import Int, check_args
 
 
 class ConcatLayer(Layer):
@@ -20,12 +21,12 @@ class ConcatLayer(Layer):
     __aliases__ = ("concat",)
 
     default_scope = "concat"
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``).
+    ARG_RULES = dict(axis=Int())
 
     def __init__(self, axis=-1, scope=None, **kwargs):
         super().__init__(scope=scope, **kwargs)
-        if not isinstance(axis, int) or isinstance(axis, bool):
-            raise RLGraphSpecError(f"ConcatLayer: axis must be an int, got {axis!r}.")
-        self.axis = axis
+        self.axis = check_args("ConcatLayer", ConcatLayer.ARG_RULES, dict(axis=axis))["axis"]
         self._backend_axis = None
 
     def check_input_spaces(self, input_spaces, action_space=None):

@@ -1,18 +1,16 @@
 """A 2D convolution layer on NHWC images."""
-from rlgraph.components.layers.activations import check_activation, get_activation
+from rlgraph.components.layers.activations import ActivationName, get_activation
 from rlgraph.components.layers.layer import Layer
 from rlgraph.spaces import FloatBox
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn
-from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError
+from rlgraph.utils.errors import RLGraphSpaceError
+from rlgraph.utils.validation import Int, Ints, OneOf, check_args
 
 
-def _pair(value, name):
-    """An int or a pair of ints -> a tuple of two positive ints."""
-    pair = (value, value) if isinstance(value, int) and not isinstance(value, bool) else tuple(value)
-    if len(pair) != 2 or any(not isinstance(v, int) or isinstance(v, bool) or v <= 0 for v in pair):
-        raise RLGraphSpecError(f"Conv2DLayer: {name} must be a positive int or a pair of them, got {value!r}.")
-    return pair
+def _pair(value):
+    """A checked int or pair of ints (``Ints(length=2)``) -> a tuple of two ints."""
+    return (value, value) if isinstance(value, int) else tuple(value)
 
 
 def _same_padding(size, kernel, stride):
@@ -44,21 +42,21 @@ class Conv2DLayer(Layer):
     __aliases__ = ("conv2d", "conv-2d", "convolution")
 
     default_scope = "conv2d"
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``).
+    ARG_RULES = dict(filters=Int(min=1), kernel_size=Ints(min=1, length=2), strides=Ints(min=1, length=2),
+                     padding=OneOf("valid", "same", ignore_case=True), activation=ActivationName())
 
     def __init__(self, filters, kernel_size, strides=1, padding="valid", activation=None, use_bias=True,
                  kernel_initializer="glorot_uniform", bias_initializer="zeros", scope=None, **kwargs):
         super().__init__(scope=scope, **kwargs)
-        if not isinstance(filters, int) or isinstance(filters, bool) or filters <= 0:
-            raise RLGraphSpecError(f"Conv2DLayer: filters must be a positive int, got {filters!r}.")
-        padding = str(padding).lower()
-        if padding not in ("valid", "same"):
-            raise RLGraphSpecError(f"Conv2DLayer: padding must be 'valid' or 'same', got {padding!r}.")
-        check_activation(activation)
-        self.filters = filters
-        self.kernel_size = _pair(kernel_size, "kernel_size")
-        self.strides = _pair(strides, "strides")
-        self.padding = padding
-        self.activation = activation
+        args = check_args("Conv2DLayer", Conv2DLayer.ARG_RULES, dict(filters=filters, kernel_size=kernel_size,
+                                                                     strides=strides, padding=padding,
+                                                                     activation=activation))
+        self.filters = args["filters"]
+        self.kernel_size = _pair(args["kernel_size"])
+        self.strides = _pair(args["strides"])
+        self.padding = args["padding"]
+        self.activation = args["activation"]
         self.use_bias = use_bias
         self.kernel_initializer = kernel_initializer
         self.bias_initializer = bias_initializer

@@ -1,10 +1,11 @@
 """A fully connected layer."""
-from rlgraph.components.layers.activations import check_activation, get_activation
+from rlgraph.components.layers.activations import ActivationName, get_activation
 from rlgraph.components.layers.layer import Layer
 from rlgraph.spaces import FloatBox
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn
 from rlgraph.utils.errors import RLGraphSpaceError
+from rlgraph.utils.validation import Int, check_args
 
 
 class DenseLayer(Layer):
@@ -21,15 +22,15 @@ class DenseLayer(Layer):
     __aliases__ = ("dense",)
 
     default_scope = "dense"
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``).
+    ARG_RULES = dict(units=Int(min=1), activation=ActivationName())
 
     def __init__(self, units, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
                  bias_initializer="zeros", scope=None, **kwargs):
         super().__init__(scope=scope, **kwargs)
-        if not isinstance(units, int) or units <= 0:
-            raise RLGraphSpaceError(f"DenseLayer: units must be a positive int, got {units!r}.")
-        check_activation(activation)
-        self.units = units
-        self.activation = activation
+        args = check_args("DenseLayer", DenseLayer.ARG_RULES, dict(units=units, activation=activation))
+        self.units = args["units"]
+        self.activation = args["activation"]
         self.use_bias = use_bias
         self.kernel_initializer = kernel_initializer
         self.bias_initializer = bias_initializer

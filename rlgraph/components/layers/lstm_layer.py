@@ -3,7 +3,8 @@ from rlgraph.components.layers.layer import Layer
 from rlgraph.spaces import BoolBox, FloatBox, Tuple
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
-from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError
+from rlgraph.utils.errors import RLGraphSpaceError
+from rlgraph.utils.validation import Int, Number, check_args
 
 
 class LSTMLayer(Layer):
@@ -39,14 +40,15 @@ class LSTMLayer(Layer):
     __aliases__ = ("lstm",)
 
     default_scope = "lstm"
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``).
+    ARG_RULES = dict(units=Int(min=1), forget_bias=Number())
 
     def __init__(self, units, forget_bias=1.0, kernel_initializer="glorot_uniform",
                  recurrent_initializer="orthogonal", bias_initializer="zeros", scope=None, **kwargs):
         super().__init__(scope=scope, **kwargs)
-        if not isinstance(units, int) or isinstance(units, bool) or units <= 0:
-            raise RLGraphSpecError(f"LSTMLayer: units must be a positive int, got {units!r}.")
-        self.units = units
-        self.forget_bias = float(forget_bias)
+        args = check_args("LSTMLayer", LSTMLayer.ARG_RULES, dict(units=units, forget_bias=forget_bias))
+        self.units = args["units"]
+        self.forget_bias = args["forget_bias"]
         self.kernel_initializer = kernel_initializer
         self.recurrent_initializer = recurrent_initializer
         self.bias_initializer = bias_initializer

@@ -5,7 +5,8 @@ from rlgraph.components.layers.layer import Layer
 from rlgraph.spaces import BoxSpace, IntBox, TextBox
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
-from rlgraph.utils.errors import RLGraphAPIError, RLGraphSpaceError, RLGraphSpecError
+from rlgraph.utils.errors import RLGraphAPIError, RLGraphSpaceError
+from rlgraph.utils.validation import AnyOf, Int, OneOf, Optional, Shape, check_args, spec_error
 
 
 class ReshapeLayer(Layer):
@@ -39,27 +40,23 @@ class ReshapeLayer(Layer):
     __aliases__ = ("reshape",)
 
     default_scope = "reshape"
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``).
+    ARG_RULES = dict(one_hot_categories=Optional(AnyOf(OneOf(True), Int(min=1), what="true or a positive int")),
+                     new_shape=Optional(Shape()))
 
     def __init__(self, flatten=False, one_hot_categories=None, new_shape=None, fold_time_rank=False,
                  unfold_time_rank=False, scope=None, **kwargs):
         super().__init__(scope=scope, **kwargs)
         if flatten and new_shape is not None:
-            raise RLGraphSpecError("ReshapeLayer: give either flatten=True or new_shape, not both.")
+            raise spec_error("ReshapeLayer", "new_shape", "give either flatten=True or new_shape, not both.")
         if fold_time_rank and unfold_time_rank:
-            raise RLGraphSpecError("ReshapeLayer: give either fold_time_rank=True or unfold_time_rank=True, not both.")
-        if one_hot_categories is not None and one_hot_categories is not True and (
-                not isinstance(one_hot_categories, int) or isinstance(one_hot_categories, bool)
-                or one_hot_categories < 1):
-            raise RLGraphSpecError(f"ReshapeLayer: one_hot_categories must be None, True or a positive int, got "
-                                   f"{one_hot_categories!r}.")
-        if new_shape is not None:
-            new_shape = (new_shape,) if isinstance(new_shape, int) else tuple(new_shape)
-            if any(not isinstance(d, int) or d == 0 or d < -1 for d in new_shape) or new_shape.count(-1) > 1:
-                raise RLGraphSpecError(f"ReshapeLayer: new_shape must hold positive ints and at most one -1, got "
-                                       f"{new_shape!r}.")
+            raise spec_error("ReshapeLayer", "unfold_time_rank", "give either fold_time_rank=True or "
+                             "unfold_time_rank=True, not both.")
+        args = check_args("ReshapeLayer", ReshapeLayer.ARG_RULES,
+                          dict(one_hot_categories=one_hot_categories, new_shape=new_shape))
         self.flatten = bool(flatten)
-        self.one_hot_categories = one_hot_categories
-        self.new_shape = new_shape
+        self.one_hot_categories = args["one_hot_categories"]
+        self.new_shape = args["new_shape"]
         self.fold_time_rank = bool(fold_time_rank)
         self.unfold_time_rank = bool(unfold_time_rank)
         # Flat key -> (one-hot depth or None, low, item rank after one-hot, new item shape or None).

@@ -9,7 +9,8 @@ import numpy as np
 from rlgraph.components.memories.numpy_memory import NumpyMemory, flat_specs, numpy_to_torch
 from rlgraph.utils.backend import tf
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
-from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
+from rlgraph.utils.errors import RLGraphError
+from rlgraph.utils.validation import Number, Optional, check_args
 
 logger = logging.getLogger(__name__)
 
@@ -45,14 +46,12 @@ class FIFOQueue(NumpyMemory):
     default_scope = "fifo-queue"
     #: TF: how many calls can wait on their own wake-up queue at once (more wait in 5 ms blocking slices).
     MAX_TF_WAITERS = 16
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``).
+    ARG_RULES = dict(timeout=Optional(Number(min=0.0)))
 
     def __init__(self, capacity=1000, timeout=60.0, scope=None, **kwargs):
         super().__init__(capacity=capacity, scope=scope, **kwargs)
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                    or not timeout >= 0 or not np.isfinite(timeout)):
-            raise RLGraphSpecError(f"FIFOQueue: timeout must be a finite number of seconds >= 0 or None, "
-                                   f"got {timeout!r}.")
-        self.timeout = None if timeout is None else float(timeout)
+        self.timeout = check_args(type(self).__name__, FIFOQueue.ARG_RULES, dict(timeout=timeout))["timeout"]
         self.condition = None
         self._storage = None
         self._head = self._size = 0

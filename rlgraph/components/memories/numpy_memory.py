@@ -8,8 +8,9 @@ from rlgraph.components.memories.memory import Memory
 from rlgraph.spaces import Space, TextBox
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
-from rlgraph.utils.errors import RLGraphError, RLGraphRuntimeError, RLGraphSpaceError, RLGraphSpecError
+from rlgraph.utils.errors import RLGraphError, RLGraphRuntimeError, RLGraphSpaceError
 from rlgraph.utils.initializers import variable_rng
+from rlgraph.utils.validation import Int, Optional, check_args
 
 logger = logging.getLogger(__name__)
 
@@ -44,12 +45,12 @@ class NumpyMemory(Memory):
     """
 
     default_scope = "numpy-memory"
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``).
+    ARG_RULES = dict(seed=Optional(Int()))
 
     def __init__(self, capacity=1000, seed=None, scope=None, **kwargs):
         super().__init__(capacity=capacity, scope=scope, **kwargs)
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
-            raise RLGraphSpecError(f"{type(self).__name__}: seed must be an int or None, got {seed!r}.")
-        self.sampling_seed = seed
+        self.sampling_seed = check_args(type(self).__name__, NumpyMemory.ARG_RULES, dict(seed=seed))["seed"]
         self.lock = None
 
     def check_input_spaces(self, input_spaces, action_space=None):

@@ -4,12 +4,7 @@ import numpy as np
 from rlgraph.components.memories.numpy_memory import NumpyMemory, flat_specs, numpy_to_torch, torch_to_numpy
 from rlgraph.components.memories.prioritized_replay_buffer import PrioritizedReplayBuffer
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
-from rlgraph.utils.validation import Number, check
-
-
-def check_exponent(owner, name, value):
-    """Returns ``value`` as a float if it is finite and >= 0, else raises ``RLGraphSpecError``."""
-    return check(owner, name, value, Number(min=0.0))
+from rlgraph.utils.validation import Number, check_args
 
 
 class PrioritizedReplay(NumpyMemory):
@@ -40,11 +35,13 @@ class PrioritizedReplay(NumpyMemory):
     """
 
     default_scope = "prioritized-replay"
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``).
+    ARG_RULES = dict(alpha=Number(min=0.0), beta=Number(min=0.0))
 
     def __init__(self, capacity=1000, alpha=0.6, beta=0.4, seed=None, scope=None, **kwargs):
         super().__init__(capacity=capacity, seed=seed, scope=scope, **kwargs)
-        self.alpha = check_exponent(type(self).__name__, "alpha", alpha)
-        self.beta = check_exponent(type(self).__name__, "beta", beta)
+        args = check_args(type(self).__name__, PrioritizedReplay.ARG_RULES, dict(alpha=alpha, beta=beta))
+        self.alpha, self.beta = args["alpha"], args["beta"]
         self.buffer = None
         self._get_specs = None
 

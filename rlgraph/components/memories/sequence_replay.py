@@ -1,17 +1,10 @@
 """Prioritized replay of whole fixed-length sequences with their stored initial recurrent state (R2D2)."""
-import numpy as np
-
 from rlgraph.components.memories.numpy_memory import flat_specs, numpy_to_torch
 from rlgraph.components.memories.prioritized_replay import PrioritizedReplay
 from rlgraph.spaces import BoolBox, Dict
 from rlgraph.utils.decorators import graph_fn
-from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError
-
-
-def _positive_int(owner, name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise RLGraphSpecError(f"{owner}: {name} must be an int >= {minimum}, got {value!r}.")
-    return int(value)
+from rlgraph.utils.errors import RLGraphSpaceError
+from rlgraph.utils.validation import Int, Optional, Str, check_args, spec_error
 
 
 class SequenceReplay(PrioritizedReplay):
@@ -52,28 +45,30 @@ class SequenceReplay(PrioritizedReplay):
     """
 
     default_scope = "sequence-replay"
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``).
+    ARG_RULES = dict(burn_in_length=Int(min=0), train_length=Int(min=1), overlap=Optional(Int(min=0)),
+                     state_key=Str(exclude="/", what="a non-empty record key without '/'"),
+                     mask_key=Str(exclude="/", what="a non-empty record key without '/'"))
 
     def __init__(self, capacity=1000, burn_in_length=40, train_length=40, overlap=None, alpha=0.9, beta=0.6,
                  state_key="internal_states", mask_key="mask", seed=None, scope=None, **kwargs):
         owner = type(self).__name__
         if "terminal_key" in kwargs:
-            raise RLGraphSpecError(f"{owner}: terminal_key is gone: the memory stores whole sequences, cut by "
-                                   f"rlgraph.trajectories.SequenceBuilder before insert_records.")
+            raise spec_error(owner, "terminal_key", "is gone: the memory stores whole sequences, cut by "
+                             "rlgraph.trajectories.SequenceBuilder before insert_records.")
         super().__init__(capacity=capacity, alpha=alpha, beta=beta, seed=seed, scope=scope, **kwargs)
-        self.burn_in_length = _positive_int(owner, "burn_in_length", burn_in_length, 0)
-        self.train_length = _positive_int(owner, "train_length", train_length, 1)
+        args = check_args(owner, SequenceReplay.ARG_RULES, dict(
+            burn_in_length=burn_in_length, train_length=train_length, overlap=overlap, state_key=state_key,
+            mask_key=mask_key))
+        self.burn_in_length, self.train_length = args["burn_in_length"], args["train_length"]
         self.sequence_length = self.burn_in_length + self.train_length
-        overlap = self.sequence_length // 2 if overlap is None else overlap
-        self.overlap = _positive_int(owner, "overlap", overlap, 0)
+        self.overlap = self.sequence_length // 2 if args["overlap"] is None else args["overlap"]
         if self.overlap >= self.sequence_length:
-            raise RLGraphSpecError(f"{owner}: overlap must be < the sequence length {self.sequence_length}, "
-                                   f"got {overlap}.")
+            raise spec_error(owner, "overlap", f"must be < the sequence length {self.sequence_length} "
+                             f"(burn_in_length + train_length), got {self.overlap}.")
         self.stride = self.sequence_length - self.overlap
-        for name, key in (("state_key", state_key), ("mask_key", mask_key)):
-            if not isinstance(key, str) or not key or "/" in key:
-                raise RLGraphSpecError(f"{owner}: {name} must be a non-empty record key without '/', got {key!r}.")
         if state_key == mask_key:
-            raise RLGraphSpecError(f"{owner}: state_key and mask_key must differ, got {state_key!r} for both.")
+            raise spec_error(owner, "mask_key", f"must differ from state_key, got {state_key!r} for both.")
         self.state_key, self.mask_key = state_key, mask_key
 
     def check_input_spaces(self, input_spaces, action_space=None):

@@ -4,7 +4,8 @@ from collections import OrderedDict
 from rlgraph.components.layers import ConcatLayer, ReshapeLayer
 from rlgraph.components.neural_networks.neural_network import NeuralNetwork
 from rlgraph.spaces import Dict, Tuple
-from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError
+from rlgraph.utils.errors import RLGraphSpaceError
+from rlgraph.utils.validation import spec_error
 
 
 class MultiInputStreamNetwork(NeuralNetwork):
@@ -40,21 +41,22 @@ class MultiInputStreamNetwork(NeuralNetwork):
 
     def __init__(self, input_network_specs, post_network_spec=(), flatten_streams=True, scope=None, device=None,
                  trainable=None):
+        owner = "MultiInputStreamNetwork"
         if isinstance(input_network_specs, dict):
             specs = OrderedDict((str(k), v) for k, v in input_network_specs.items())
         elif isinstance(input_network_specs, (list, tuple)):
             specs = OrderedDict((i, v) for i, v in enumerate(input_network_specs))
         else:
-            raise RLGraphSpecError(f"MultiInputStreamNetwork.input_network_specs: expected a dict (Dict inputs) or "
-                                   f"a list (Tuple inputs) of layer-spec lists, got {input_network_specs!r}.")
+            raise spec_error(owner, "input_network_specs", f"expected a dict (Dict inputs) or a list (Tuple inputs) "
+                             f"of layer-spec lists, got {input_network_specs!r}.")
         if not specs:
-            raise RLGraphSpecError("MultiInputStreamNetwork.input_network_specs: needs at least one stream.")
+            raise spec_error(owner, "input_network_specs", "needs at least one stream.")
         for key, layer_specs in specs.items():
             if not isinstance(layer_specs, (list, tuple)):
-                raise RLGraphSpecError(f"MultiInputStreamNetwork.input_network_specs[{key!r}]: expected a list of "
-                                       f"layer specs, got {layer_specs!r}.")
+                raise spec_error(owner, f"input_network_specs[{key!r}]", f"expected a list of layer specs, got "
+                                 f"{layer_specs!r}.")
             if "/" in str(key):
-                raise RLGraphSpecError(f"MultiInputStreamNetwork.input_network_specs: key {key!r} must not hold '/'.")
+                raise spec_error(owner, "input_network_specs", f"key {key!r} must not hold '/'.")
         super().__init__(layers=post_network_spec or [], scope=scope, device=device, trainable=trainable)
         self.input_keys = list(specs)
         self.streams = OrderedDict()

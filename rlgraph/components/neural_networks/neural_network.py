@@ -5,7 +5,8 @@ import os
 from rlgraph.components.component import Component
 from rlgraph.components.layers import Layer, LSTMLayer
 from rlgraph.utils.decorators import rlgraph_api
-from rlgraph.utils.errors import RLGraphAPIError, RLGraphSpecError
+from rlgraph.utils.errors import RLGraphAPIError
+from rlgraph.utils.validation import spec_error
 
 
 class NeuralNetwork(Component):
@@ -36,17 +37,18 @@ class NeuralNetwork(Component):
     def __init__(self, *layer_list, layers=None, scope=None, device=None, trainable=None):
         if layers is not None:
             if layer_list:
-                raise RLGraphSpecError("NeuralNetwork: give layers either positionally or as 'layers', not both.")
+                raise spec_error("NeuralNetwork", "layers", "give layers either positionally or as 'layers', not both.")
             if isinstance(layers, str) and os.path.isfile(layers):
                 with open(layers) as f:
                     layers = json.load(f)
             if not isinstance(layers, (list, tuple)):
-                raise RLGraphSpecError(f"NeuralNetwork.layers: expected a list of layer specs, got {layers!r}.")
+                raise spec_error("NeuralNetwork", "layers", f"expected a list of layer specs (or a JSON file holding "
+                                 f"one), got {layers!r}.")
             layer_list = layers
         built = [Layer.from_spec(spec, _path=f"layers[{i}]") for i, spec in enumerate(layer_list)]
         lstms = [layer for layer in built if isinstance(layer, LSTMLayer)]
         if len(lstms) > 1:
-            raise RLGraphSpecError(f"NeuralNetwork: at most one LSTM layer is supported, got {len(lstms)}.")
+            raise spec_error("NeuralNetwork", "layers", f"at most one LSTM layer is supported, got {len(lstms)}.")
         super().__init__(*built, scope=scope, device=device, trainable=trainable)
         self.layers = built
         self.lstm = lstms[0] if lstms else None

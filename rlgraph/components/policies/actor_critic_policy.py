@@ -4,7 +4,7 @@ from collections import OrderedDict
 from rlgraph.components.layers.dense_layer import DenseLayer
 from rlgraph.components.policies.policy import Policy, build_network
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
-from rlgraph.utils.errors import RLGraphSpecError
+from rlgraph.utils.validation import spec_error
 
 
 class ActorCriticPolicy(Policy):
@@ -44,8 +44,8 @@ class ActorCriticPolicy(Policy):
         if value_network_spec is not None:
             self.value_network = build_network(value_network_spec, "value_network_spec")
             if self.value_network.is_recurrent:
-                raise RLGraphSpecError("ActorCriticPolicy.value_network_spec: the separate value network must be "
-                                       "feed-forward (put an LSTM into network_spec; the value head shares it).")
+                raise spec_error("ActorCriticPolicy", "value_network_spec", "the separate value network must be "
+                                 "feed-forward (put an LSTM into network_spec; the value head shares it).")
             self.value_network.scope = "value-network"
             self.add_components(self.value_network)
         self.value_layer = DenseLayer(1, kernel_initializer=value_kernel_initializer, scope="value-head")

@@ -1,12 +1,14 @@
 """The dueling Q-network policy (Wang et al. 2016)."""
 from collections import OrderedDict
 
+from rlgraph.components.layers.activations import ActivationName
 from rlgraph.components.layers.dense_layer import DenseLayer
 from rlgraph.components.policies.policy import Policy
 from rlgraph.spaces import IntBox
 from rlgraph.utils.backend import tf
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
-from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError
+from rlgraph.utils.errors import RLGraphSpaceError
+from rlgraph.utils.validation import Int, Optional, check_args
 
 
 class DuelingPolicy(Policy):
@@ -37,13 +39,17 @@ class DuelingPolicy(Policy):
     """
 
     default_scope = "dueling-policy"
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``), besides ``Policy``'s.
+    ARG_RULES = dict(units_state_value_stream=Optional(Int(min=1)), units_advantage_stream=Optional(Int(min=1)),
+                     stream_activation=ActivationName())
 
     def __init__(self, network_spec, action_space=None, units_state_value_stream=None, units_advantage_stream=None,
                  stream_activation="relu", action_adapter_spec=None, scope=None, **kwargs):
-        for name, units in (("units_state_value_stream", units_state_value_stream),
-                            ("units_advantage_stream", units_advantage_stream)):
-            if units is not None and (not isinstance(units, int) or isinstance(units, bool) or units <= 0):
-                raise RLGraphSpecError(f"DuelingPolicy.{name}: expected a positive int or None, got {units!r}.")
+        args = check_args("DuelingPolicy", DuelingPolicy.ARG_RULES, dict(
+            units_state_value_stream=units_state_value_stream, units_advantage_stream=units_advantage_stream,
+            stream_activation=stream_activation))
+        units_state_value_stream, units_advantage_stream = args["units_state_value_stream"], \
+            args["units_advantage_stream"]
         super().__init__(network_spec, action_space=action_space, action_adapter_spec=action_adapter_spec,
                          distribution_spec=None, scope=scope, **kwargs)
         if self.action_space is not None and not isinstance(self.action_space, IntBox):

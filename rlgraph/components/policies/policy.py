@@ -11,7 +11,8 @@ from rlgraph.components.neural_networks.neural_network import NeuralNetwork
 from rlgraph.spaces import ContainerSpace, FloatBox, IntBox, Space, Tuple
 from rlgraph.utils.backend import tf
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
-from rlgraph.utils.errors import RLGraphAPIError, RLGraphSpaceError, RLGraphSpecError
+from rlgraph.utils.errors import RLGraphAPIError, RLGraphSpaceError
+from rlgraph.utils.validation import Mapping, Optional, check_args, spec_error
 
 
 def build_network(network_spec, where="network_spec"):
@@ -23,12 +24,12 @@ def build_network(network_spec, where="network_spec"):
             with open(network_spec) as f:
                 network_spec = json.load(f)
         except json.JSONDecodeError as e:
-            raise RLGraphSpecError(f"{where}: '{network_spec}' is not valid JSON: {e}") from None
+            raise spec_error(None, where, f"'{network_spec}' is not valid JSON: {e}") from None
     if isinstance(network_spec, (list, tuple)):
         network_spec = {"layers": list(network_spec)}
     if not isinstance(network_spec, dict):
-        raise RLGraphSpecError(f"{where}: expected a NeuralNetwork, a list of layer specs, a dict spec or a JSON "
-                               f"file, got {network_spec!r}.")
+        raise spec_error(None, where, f"expected a NeuralNetwork, a list of layer specs, a dict spec or a JSON file, "
+                         f"got {network_spec!r}.")
     return NeuralNetwork.from_spec(network_spec, _path=where)
 
 
@@ -76,9 +77,12 @@ class Policy(Component):
     """
 
     default_scope = "policy"
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``).
+    ARG_RULES = dict(action_adapter_spec=Optional(Mapping()))
 
     def __init__(self, network_spec, action_space=None, action_adapter_spec=None, distribution_spec=None, scope=None,
                  **kwargs):
+        check_args(type(self).__name__, Policy.ARG_RULES, dict(action_adapter_spec=action_adapter_spec))
         network = build_network(network_spec, "network_spec")
         space = _as_space(action_space, f"{type(self).__name__}.action_space")
         if space is not None:
@@ -89,11 +93,8 @@ class Policy(Component):
             if leaf is not None:
                 check_primitive_action_space(leaf, where)
         if distribution_spec is not None and len(flat) > 1:
-            raise RLGraphSpecError(f"{type(self).__name__}.distribution_spec: only for a primitive action space; "
-                                   f"the container {space!r} gets the default distribution per key.")
-        if action_adapter_spec is not None and not isinstance(action_adapter_spec, dict):
-            raise RLGraphSpecError(f"{type(self).__name__}.action_adapter_spec: expected a dict of ActionAdapter "
-                                   f"keywords, got {action_adapter_spec!r}.")
+            raise spec_error(type(self).__name__, "distribution_spec", f"only for a primitive action space; the "
+                             f"container {space!r} gets the default distribution per key.")
         self.action_space = space
         self.flat_action_spaces = flat
         self.action_adapters, self.distributions = OrderedDict(), OrderedDict()

@@ -4,7 +4,7 @@ import numpy as np
 from rlgraph.components.preprocessing.preprocessor import Preprocessor
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn
-from rlgraph.utils.errors import RLGraphSpecError
+from rlgraph.utils.validation import Number, check_args, spec_error
 
 
 class Clip(Preprocessor):
@@ -19,14 +19,14 @@ class Clip(Preprocessor):
     __aliases__ = ("clip",)
 
     default_scope = "clip"
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``).
+    ARG_RULES = dict(min_value=Number(finite=False), max_value=Number(finite=False))
 
     def __init__(self, min_value, max_value, scope=None, **kwargs):
         super().__init__(scope=scope, **kwargs)
-        for name, value in (("min_value", min_value), ("max_value", max_value)):
-            if not isinstance(value, (int, float)) or isinstance(value, bool):
-                raise RLGraphSpecError(f"Clip: {name} must be a number, got {value!r}.")
+        check_args("Clip", Clip.ARG_RULES, dict(min_value=min_value, max_value=max_value))
         if min_value > max_value:
-            raise RLGraphSpecError(f"Clip: min_value {min_value} is greater than max_value {max_value}.")
+            raise spec_error("Clip", "min_value", f"{min_value} is greater than max_value {max_value}.")
         self.min_value = min_value
         self.max_value = max_value
 

@@ -2,7 +2,7 @@
 from rlgraph.components.preprocessing.preprocessor import Preprocessor
 from rlgraph.utils.backend import tf
 from rlgraph.utils.decorators import graph_fn
-from rlgraph.utils.errors import RLGraphSpecError
+from rlgraph.utils.validation import Number, check_args
 
 
 class Divide(Preprocessor):
@@ -16,12 +16,12 @@ class Divide(Preprocessor):
     __aliases__ = ("divide",)
 
     default_scope = "divide"
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``).
+    ARG_RULES = dict(divisor=Number(nonzero=True))
 
     def __init__(self, divisor, scope=None, **kwargs):
         super().__init__(scope=scope, **kwargs)
-        if not isinstance(divisor, (int, float)) or isinstance(divisor, bool) or divisor == 0:
-            raise RLGraphSpecError(f"Divide: divisor must be a non-zero number, got {divisor!r}.")
-        self.divisor = float(divisor)
+        self.divisor = check_args("Divide", Divide.ARG_RULES, dict(divisor=divisor))["divisor"]
 
     def check_input_spaces(self, input_spaces, action_space=None):
         self.check_numeric_leaves(input_spaces["inputs"])

@@ -5,7 +5,8 @@ from rlgraph.components.preprocessing.preprocessor import Preprocessor
 from rlgraph.spaces import BoxSpace
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn
-from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError
+from rlgraph.utils.errors import RLGraphSpaceError
+from rlgraph.utils.validation import ListOf, Number, check_args
 
 
 class GrayScale(Preprocessor):
@@ -22,13 +23,15 @@ class GrayScale(Preprocessor):
     __aliases__ = ("grayscale", "gray-scale")
 
     default_scope = "grayscale"
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``).
+    ARG_RULES = dict(weights=ListOf(Number(), min_items=1, what="a non-empty list of numbers"))
 
     def __init__(self, weights=(0.299, 0.587, 0.114), keep_rank=False, scope=None, **kwargs):
         super().__init__(scope=scope, **kwargs)
-        weights = np.asarray(weights, dtype=np.float32)
-        if weights.ndim != 1 or weights.size == 0:
-            raise RLGraphSpecError(f"GrayScale: weights must be a non-empty list of numbers, got {weights!r}.")
-        self.weights = weights
+        if isinstance(weights, (tuple, np.ndarray)):
+            weights = list(weights)
+        weights = check_args("GrayScale", GrayScale.ARG_RULES, dict(weights=weights))["weights"]
+        self.weights = np.asarray(weights, dtype=np.float32)
         self.keep_rank = keep_rank
 
     def check_input_spaces(self, input_spaces, action_space=None):

@@ -5,7 +5,8 @@ from rlgraph.components.preprocessing.preprocessor import Preprocessor
 from rlgraph.spaces import BoxSpace
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn
-from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError
+from rlgraph.utils.errors import RLGraphSpaceError
+from rlgraph.utils.validation import Int, OneOf, check_args
 
 
 def area_weights(size_in, size_out):
@@ -38,18 +39,16 @@ class ImageResize(Preprocessor):
     __aliases__ = ("resize", "image-resize")
 
     default_scope = "image-resize"
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``).
+    ARG_RULES = dict(width=Int(min=1), height=Int(min=1), interpolation=OneOf("bilinear", "area", ignore_case=True))
 
     def __init__(self, width, height, interpolation="bilinear", scope=None, **kwargs):
         super().__init__(scope=scope, **kwargs)
-        for name, value in (("width", width), ("height", height)):
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise RLGraphSpecError(f"ImageResize: {name} must be a positive int, got {value!r}.")
-        interpolation = str(interpolation).lower()
-        if interpolation not in ("bilinear", "area"):
-            raise RLGraphSpecError(f"ImageResize: interpolation must be 'bilinear' or 'area', got {interpolation!r}.")
-        self.width = width
-        self.height = height
-        self.interpolation = interpolation
+        args = check_args("ImageResize", ImageResize.ARG_RULES,
+                          dict(width=width, height=height, interpolation=interpolation))
+        self.width = args["width"]
+        self.height = args["height"]
+        self.interpolation = args["interpolation"]
         self._item_rank = None
         self._in_shape = self._out_shape = None  # Item shapes (the input's with a channel axis).
         self._area_h = self._area_w = None  # Area interpolation matrices [out, in] for PyTorch.

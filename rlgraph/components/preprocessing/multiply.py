@@ -2,7 +2,7 @@
 from rlgraph.components.preprocessing.preprocessor import Preprocessor
 from rlgraph.utils.backend import tf
 from rlgraph.utils.decorators import graph_fn
-from rlgraph.utils.errors import RLGraphSpecError
+from rlgraph.utils.validation import Number, check_args
 
 
 class Multiply(Preprocessor):
@@ -15,12 +15,12 @@ class Multiply(Preprocessor):
     __aliases__ = ("multiply", "scale")
 
     default_scope = "multiply"
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``).
+    ARG_RULES = dict(factor=Number())
 
     def __init__(self, factor, scope=None, **kwargs):
         super().__init__(scope=scope, **kwargs)
-        if not isinstance(factor, (int, float)) or isinstance(factor, bool):
-            raise RLGraphSpecError(f"Multiply: factor must be a number, got {factor!r}.")
-        self.factor = float(factor)
+        self.factor = check_args("Multiply", Multiply.ARG_RULES, dict(factor=factor))["factor"]
 
     def check_input_spaces(self, input_spaces, action_space=None):
         self.check_numeric_leaves(input_spaces["inputs"])

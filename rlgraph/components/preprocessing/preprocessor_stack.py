@@ -1,7 +1,7 @@
 """A sequence of preprocessors built from a list of specs."""
 from rlgraph.components.preprocessing.preprocessor import Preprocessor
 from rlgraph.utils.decorators import rlgraph_api
-from rlgraph.utils.errors import RLGraphSpecError
+from rlgraph.utils.validation import spec_error
 
 
 class PreprocessorStack(Preprocessor):
@@ -25,11 +25,11 @@ class PreprocessorStack(Preprocessor):
     def __init__(self, *preprocessors, preprocessing_spec=None, scope=None, **kwargs):
         if preprocessing_spec is not None:
             if preprocessors:
-                raise RLGraphSpecError("PreprocessorStack: give preprocessors either positionally or as "
-                                       "'preprocessing_spec', not both.")
+                raise spec_error("PreprocessorStack", "preprocessing_spec", "give preprocessors either positionally "
+                                 "or as 'preprocessing_spec', not both.")
             if not isinstance(preprocessing_spec, (list, tuple)):
-                raise RLGraphSpecError(f"PreprocessorStack.preprocessing_spec: expected a list of preprocessor "
-                                       f"specs, got {preprocessing_spec!r}.")
+                raise spec_error("PreprocessorStack", "preprocessing_spec", f"expected a list of preprocessor specs, "
+                                 f"got {preprocessing_spec!r}.")
             preprocessors = preprocessing_spec
         built = [Preprocessor.from_spec(spec, _path=f"preprocessing_spec[{i}]") for i, spec in enumerate(preprocessors)]
         super().__init__(*built, scope=scope, **kwargs)

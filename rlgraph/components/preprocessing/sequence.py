@@ -3,7 +3,8 @@ from rlgraph.components.preprocessing.preprocessor import Preprocessor
 from rlgraph.spaces import BoxSpace
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn
-from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError
+from rlgraph.utils.errors import RLGraphSpaceError
+from rlgraph.utils.validation import Int, check_args
 
 
 class Sequence(Preprocessor):
@@ -29,14 +30,15 @@ class Sequence(Preprocessor):
     default_scope = "sequence"
 
     stateful = True
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``).
+    ARG_RULES = dict(sequence_length=Int(min=1), batch_size=Int(min=1))
 
     def __init__(self, sequence_length=4, batch_size=1, add_rank=True, scope=None, **kwargs):
         super().__init__(scope=scope, **kwargs)
-        for name, value in (("sequence_length", sequence_length), ("batch_size", batch_size)):
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise RLGraphSpecError(f"Sequence: {name} must be a positive int, got {value!r}.")
-        self.sequence_length = sequence_length
-        self.batch_size = batch_size
+        args = check_args("Sequence", Sequence.ARG_RULES,
+                          dict(sequence_length=sequence_length, batch_size=batch_size))
+        self.sequence_length = args["sequence_length"]
+        self.batch_size = args["batch_size"]
         self.add_rank = add_rank
         self.buffer = self.index = self.filled = None
         self._batched = None

@@ -3,7 +3,8 @@ from rlgraph.components.preprocessing.preprocessor import Preprocessor
 from rlgraph.spaces import BoxSpace
 from rlgraph.utils.backend import tf
 from rlgraph.utils.decorators import graph_fn
-from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError
+from rlgraph.utils.errors import RLGraphSpaceError
+from rlgraph.utils.validation import Permutation, check_args
 
 
 class Transpose(Preprocessor):
@@ -14,12 +15,12 @@ class Transpose(Preprocessor):
     """
 
     default_scope = "transpose"
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``).
+    ARG_RULES = dict(axes=Permutation())
 
     def __init__(self, axes, scope=None, **kwargs):
         super().__init__(scope=scope, **kwargs)
-        if not isinstance(axes, (list, tuple)) or sorted(axes) != list(range(len(axes))):
-            raise RLGraphSpecError(f"Transpose: axes must be a permutation of 0..n-1, got {axes!r}.")
-        self.axes = [int(a) for a in axes]
+        self.axes = check_args("Transpose", Transpose.ARG_RULES, dict(axes=axes))["axes"]
         self._lead = 0
 
     def check_input_spaces(self, input_spaces, action_space=None):
