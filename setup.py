@@ -7,8 +7,11 @@ EXTRAS = {
     "gym": ["gymnasium>=1.0,<2", "ale-py>=0.10", "opencv-python-headless>=4.8"],
     "tensorboard": ["tensorboard>=2.18"],
     "test": ["pytest>=8", "pytest-xdist>=3", "pytest-timeout>=2", "jsonschema>=4"],
+    # Optional all-reduce adapter (execution_spec.all_reduce "horovod"); its last release (0.28.1) builds against
+    # neither torch 2.13 nor TF 2.21, so "all" leaves it out and nothing depends on it.
+    "horovod": ["horovod>=0.28.1"],
 }
-EXTRAS["all"] = sorted({d for k, v in EXTRAS.items() if k != "test" for d in v})
+EXTRAS["all"] = sorted({d for k, v in EXTRAS.items() if k not in ("test", "horovod") for d in v})
 
 setup(
     name="rlgraph",

@@ -1,4 +1,4 @@
-"""Benchmark of synchronous multi-device towers: update throughput (samples/s) at 1, 2 and 4 towers.
+"""Benchmark of synchronous multi-device towers and learner processes: update throughput (samples/s).
 
 One run times the update API method of APPO (time-major unrolls [T, B]) and DQN (``update_from_batch``)
 with the ``multi_device_sync`` device strategy (RLgraph, Schaarschmidt et al. 2019: device strategies as
@@ -8,7 +8,11 @@ devices (one per tower); PyTorch runs its towers one after another where the wei
 ``--torch-device cuda:0`` for a GPU). On a CPU-only machine the towers share the same cores, so the ratios
 show the strategy's overhead; on a machine with several GPUs they show the scaling.
 
-Run: .venv/bin/python benchmarks/device_strategies.py [--backends tf pytorch] [--seconds 3]
+Then the same update with 1 and 2 learner processes (``distributed_sync``: each learner updates on its
+share of the batch, gradients all-reduced over the processes with ``torch.distributed`` / TF's
+``MultiWorkerMirroredStrategy``), samples/s counted over the union batch. On 2 cores the learners share them.
+
+Run: .venv/bin/python benchmarks/device_strategies.py [--backends tf pytorch] [--seconds 3] [--learners 1 2]
 """
 import argparse
 import json
@@ -84,12 +88,73 @@ def throughputs(agents, kind, seconds, rounds=5):
     return [float(np.median(r)) for r in rates]
 
 
+def _share(kind, args, rank, world):
+    """Learner ``rank``'s share of an update's arguments (its slice of the batch)."""
+    def part(x, axis):
+        return np.array_split(x, world, axis=axis)[rank]
+    if kind == "appo":
+        unroll, bootstrap, tp = args
+        return ({k: part(v, 1) for k, v in unroll.items()}, {k: part(v, 0) for k, v in bootstrap.items()}, tp)
+    records, weights, tp = args
+    return ({k: part(v, 0) for k, v in records.items()}, part(weights, 0), tp)
+
+
+def learner_worker(kind, backend, rank, world, addresses, calls):
+    """One learner process: ``calls`` updates on its share of a fixed batch; rank 0 prints samples/s (union)."""
+    from rlgraph.agents import Agent
+    from rlgraph.executors.process_group import init_process_group
+    from rlgraph.spaces import FloatBox, IntBox
+    if world > 1:
+        init_process_group(backend, rank, world, addresses.split(","), timeout_s=120)
+    with open(os.path.join(ROOT, "configs", f"{kind}_cartpole.json")) as f:
+        config = json.load(f)
+    agent = Agent.from_spec(config, state_space=FloatBox(shape=(4,)), action_space=IntBox(2), backend=backend,
+                            device_strategy={"type": "distributed_sync"} if world > 1 else None)
+    name, args, samples = batch(kind, np.random.default_rng(0))
+    args = _share(kind, args, rank, world)
+    for _ in range(3):
+        agent.executor.execute(name, *args)
+    start = time.perf_counter()
+    for _ in range(calls):
+        agent.executor.execute(name, *args)
+    if rank == 0:
+        print(json.dumps({"samples_per_s": calls * samples / (time.perf_counter() - start)}), flush=True)
+    os._exit(0)
+
+
+def learner_processes(kind, backend, world, calls):
+    """Samples/s (union batch) of ``world`` learner processes, each in a fresh process."""
+    import subprocess
+    from rlgraph.execution.distributed.control import free_port
+    addresses = ",".join(f"127.0.0.1:{free_port()}" for _ in range(world))
+    env = dict(os.environ, OMP_NUM_THREADS=str(max(1, (os.cpu_count() or 2) // world)))
+    procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--learner-worker", kind, backend, str(r),
+                               str(world), addresses, str(calls)], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, env=env, text=True) for r in range(world)]
+    try:
+        out = procs[0].communicate(timeout=600)[0]
+        for p in procs[1:]:
+            p.wait(timeout=60)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    return json.loads(lines[-1])["samples_per_s"] if lines else float("nan")
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--learner-worker":
+        kind, backend, rank, world, addresses, calls = sys.argv[2:8]
+        return learner_worker(kind, backend, int(rank), int(world), addresses, int(calls))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backends", nargs="+", default=["tf", "pytorch"], choices=["tf", "pytorch"])
     parser.add_argument("--agents", nargs="+", default=["appo", "dqn"], choices=["appo", "dqn"])
     parser.add_argument("--seconds", type=float, default=5.0, help="timing per row (over 5 interleaved rounds)")
     parser.add_argument("--torch-device", default="cpu", help="PyTorch's device for weights and towers")
+    parser.add_argument("--learners", nargs="*", type=int, default=[1, 2],
+                        help="learner-process counts to time (none: skip that part)")
+    parser.add_argument("--calls", type=int, default=60, help="updates per learner-process row")
     args = parser.parse_args()
     if "tf" in args.backends:
         import tensorflow as tf  # Logical CPU devices must exist before TF initialises its devices.
@@ -105,6 +170,13 @@ def main():
                 shown = ",".join(devices) if k > 1 else "(one device)"
                 print(f"{kind:6} {backend:8} {k:>6}  {shown[:40]:40} {rate:>11,.0f} {rate / rates[0]:>6.2f}")
                 agent.terminate()
+    if args.learners:
+        print(f"\n{'agent':6} {'backend':8} {'learners':>8} {'samples/s':>11} {'vs 1':>6}")
+        for kind in args.agents:
+            for backend in args.backends:
+                rates = [learner_processes(kind, backend, n, args.calls) for n in args.learners]
+                for n, rate in zip(args.learners, rates):
+                    print(f"{kind:6} {backend:8} {n:>8} {rate:>11,.0f} {rate / rates[0]:>6.2f}")
 
 
 if __name__ == "__main__":

@@ -17,10 +17,12 @@ def _train(args):
     summary = train(args.config, executor=args.executor, env_id=args.env, backend=args.backend, steps=args.steps,
                     seconds=args.seconds, logdir=args.logdir, seed=args.seed, resume=args.resume,
                     overwrite=args.overwrite,
-                    num_actors=args.num_actors, ray_address=args.ray_address, transport=args.transport)
+                    num_actors=args.num_actors, ray_address=args.ray_address, transport=args.transport,
+                    num_learners=args.num_learners, learner_rank=args.learner_rank)
     logdir = summary.pop("logdir")
     print(json.dumps(summary, indent=1))
-    print(f"Logs, checkpoint, summary.json and learning_curve.png in {logdir}")
+    if logdir:
+        print(f"Logs, checkpoint, summary.json and learning_curve.png in {logdir}")
     return 130 if summary["interrupted"] else 0
 
 
@@ -138,10 +140,16 @@ def main(argv=None):
     train.add_argument("config", help="e.g. configs/dqn_cartpole.json")
     train.add_argument("--env", default=None, help="environment id overriding the config's")
     train.add_argument("--backend", choices=["tf", "pytorch"], default=None)
-    train.add_argument("--executor", choices=["local", "ray", "central"], default="local",
+    train.add_argument("--executor", choices=["local", "ray", "central", "distributed"], default="local",
                        help="execution engine (local: one process, vectorized environments; ray: actor "
                             "processes on a Ray cluster, the learner here; central: backend-free actor "
-                            "processes, batched inference and learning here)")
+                            "processes, batched inference and learning here; distributed: learner processes "
+                            "with their own environments, gradients all-reduced)")
+    train.add_argument("--num-learners", type=int, default=None,
+                       help="distributed executor: learner processes (overrides execution_spec.num_learners)")
+    train.add_argument("--learner-rank", type=int, default=None,
+                       help="distributed executor on several machines: this learner's index in "
+                            "execution_spec.learner_addresses (0 trains and writes checkpoints)")
     train.add_argument("--num-actors", type=int, default=None,
                        help="actor processes (overrides execution_spec.num_actors)")
     train.add_argument("--ray-address", default=None,

@@ -122,6 +122,33 @@ def test_describe_shows_towers_and_devices(backend):
     assert set(agent.executor.meta_graph.towers) == {"update_from_memory", "update_from_batch"}
 
 
+_GRAPH_SCRIPT = """
+import sys
+sys.path.insert(0, {here!r})
+import device_towers_worker as worker
+worker.setup_backend("tf", 2)
+from rlgraph.executors.graph_summary import write_graph_summaries
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+agent = worker.make_agent("appo", "tf", 2)
+write_graph_summaries(agent.executor, {logdir!r})
+events = EventAccumulator({logdir!r} + "/graphs/update")
+events.Reload()
+print(sorted({{node.device for node in events.Graph().node if node.device}}))
+"""
+
+
+def test_tensorboard_graph_shows_the_towers_devices(tmp_path):
+    """The update's TF graph, written for TensorBoard, places each tower's ops on its own (logical) device; the
+    run's graph.txt lists the towers."""
+    script = _GRAPH_SCRIPT.format(here=HERE, logdir=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "['/device:CPU:0', '/device:CPU:1']"
+    text = (tmp_path / "graph.txt").read_text()
+    assert "[2 towers, gradients averaged, one step] tower 0: /device:CPU:0, tower 1: /device:CPU:1" in text
+
+
 def test_execution_spec_sets_the_strategy_of_learners_only(backend):
     config = dict(worker.small_config("dqn"),
                   execution_spec={"device_strategy": "multi_device_sync", "devices": ["cpu", "cpu"]})

@@ -290,14 +290,20 @@ def test_resumed_r2d2_equals_straight_run(backend_name, tmp_path):
     _check_straight_equals_resumed("r2d2", backend_name, tmp_path)
 
 
-def _check_straight_equals_resumed(kind, backend, tmp_path):
+def _train_in_process(args):
     from rlgraph import cli
+    assert cli.main(["train", *args]) in (0, None)
+
+
+def _check_straight_equals_resumed(kind, backend, tmp_path, extra=(), train=_train_in_process):
+    """Runs 8000 steps straight and 4000 + resumed 4000 (``train(args)`` runs ``rlgraph train ARGS``); checks
+    that both make the same updates and end with the same weights; returns both summaries."""
     config = _small_config(kind, tmp_path / "config.json")
-    common = ["--backend", backend, "--seed", "0"]
+    common = ["--backend", backend, "--seed", "0", *extra]
     straight, resumed = str(tmp_path / "straight"), str(tmp_path / "resumed")
-    assert cli.main(["train", config, *common, "--steps", "8000", "--logdir", straight]) in (0, None)
-    assert cli.main(["train", config, *common, "--steps", "4000", "--logdir", resumed]) in (0, None)
-    assert cli.main(["train", config, *common, "--steps", "8000", "--logdir", resumed, "--resume"]) in (0, None)
+    train([config, *common, "--steps", "8000", "--logdir", straight])
+    train([config, *common, "--steps", "4000", "--logdir", resumed])
+    train([config, *common, "--steps", "8000", "--logdir", resumed, "--resume"])
     summaries = [json.load(open(os.path.join(d, "summary.json"))) for d in (straight, resumed)]
     assert summaries[0]["env_steps"] == summaries[1]["env_steps"] == 8000
     assert summaries[0]["updates"] == summaries[1]["updates"] > 0
@@ -307,6 +313,7 @@ def _check_straight_equals_resumed(kind, backend, tmp_path):
     for key in a:
         # Exact: the resumed run repeats the straight run's computations in the same order on the same data.
         np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    return summaries
 
 
 def _worker(backend, vectorization):

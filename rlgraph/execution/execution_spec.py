@@ -26,7 +26,10 @@ SCHEMA = dict(
     actor_resources=Mapping(RESOURCES_SCHEMA), ray_address=Optional(Str()), max_actor_restarts=Int(min=0),
     sample_timeout_s=Number(min=1), transport=OneOf(*TRANSPORTS), inference_batch_size=Optional(Int(min=1)),
     inference_timeout_ms=Number(min=0), server_address=Optional(HostPort()), token=Optional(Str()),
-    local_actors=Bool(), device_strategy=OneOf(*DEVICE_STRATEGIES),
+    local_actors=Bool(), device_strategy=OneOf(*DEVICE_STRATEGIES), num_learners=Int(min=1),
+    learner_addresses=Optional(ListOf(HostPort(), min_items=1, what="a list of \"host:port\", one per learner")),
+    learner_rank=Int(min=0), envs_per_learner=Optional(Int(min=1)), learner_timeout_s=Number(min=1),
+    all_reduce=OneOf("native", "horovod"),
     devices=Optional(ListOf(Str(), min_items=1,
                             what="a non-empty list of device strings (e.g. [\"gpu:0\", \"gpu:1\"])")))
 
@@ -70,6 +73,20 @@ class ExecutionSpec:
             "multi_device_sync" (one tower per entry of ``devices`` on a slice of each update batch, gradients
             averaged, one step; ``rlgraph.executors.multi_device_sync``). The agent reads both keys.
         devices: The towers' devices for "multi_device_sync", e.g. ["gpu:0", "gpu:1"] (a device may repeat).
+        num_learners: Distributed learners (``--executor distributed``): learner processes that all-reduce
+            their gradients and keep one set of weights, each with its own environments.
+        learner_addresses: Distributed learners on several machines: one "host:port" per learner, rank order
+            (TensorFlow's collective server of each learner; learner 0's port is also PyTorch's rendezvous,
+            and its port + 1 the control channel). None: all learners on this machine, started by learner 0.
+        learner_rank: This process's learner index when ``learner_addresses`` are given (0 trains and writes
+            checkpoints; start the others with ``--learner-rank R``).
+        envs_per_learner: Environments per learner (default: ``environment_spec.num_envs`` divided over the
+            learners, so that their union is the local run's batch).
+        learner_timeout_s: Seconds a learner waits for the others (start-up, each all-reduce, each command)
+            before the run fails with an error naming the learner.
+        all_reduce: How learners average gradients: "native" (``torch.distributed`` gloo/nccl, TensorFlow's
+            ``MultiWorkerMirroredStrategy``) or "horovod" (the optional adapter, ``pip install
+            rlgraph[horovod]``; learners launched by ``horovodrun``).
     """
 
     num_actors: int = 2
@@ -93,6 +110,12 @@ class ExecutionSpec:
     local_actors: bool = True
     device_strategy: str = "default"
     devices: typing.Optional[list] = None
+    num_learners: int = 1
+    learner_addresses: typing.Optional[list] = None
+    learner_rank: int = 0
+    envs_per_learner: typing.Optional[int] = None
+    learner_timeout_s: float = 120.0
+    all_reduce: str = "native"
 
     @classmethod
     def from_config(cls, config, path="execution_spec", **overrides):
@@ -109,6 +132,18 @@ class ExecutionSpec:
                                    f"one per tower (e.g. [\"gpu:0\", \"gpu:1\"]).")
         if values.get("device_strategy", "default") == "default" and values.get("devices"):
             raise RLGraphSpecError(f"{path}.devices: devices need device_strategy 'multi_device_sync'.")
+        addresses = values.get("learner_addresses")
+        learners = values.get("num_learners", 1)
+        if addresses is not None and len(addresses) != learners:
+            raise RLGraphSpecError(f"{path}.learner_addresses: {len(addresses)} addresses for num_learners="
+                                   f"{learners}; give one \"host:port\" per learner (or set num_learners to "
+                                   f"{len(addresses)}).")
+        if values.get("learner_rank", 0) >= learners:
+            raise RLGraphSpecError(f"{path}.learner_rank: {values['learner_rank']} is not below num_learners="
+                                   f"{learners}.")
+        if values.get("learner_rank", 0) and addresses is None:
+            raise RLGraphSpecError(f"{path}.learner_rank: a learner of rank > 0 joins the learners at "
+                                   f"learner_addresses, which are not given.")
         return cls(**values)
 
     def envs_per_actor_for(self, num_envs):

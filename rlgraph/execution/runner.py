@@ -10,7 +10,7 @@ from rlgraph.utils.errors import RLGraphSpecError
 from rlgraph.utils.validation import Bool, Int, Number, Optional, check_args, check_spec, json_schema
 
 #: The engines ``train`` runs.
-EXECUTORS = ("local", "ray", "central")
+EXECUTORS = ("local", "ray", "central", "distributed")
 
 DEFAULT_TRAIN_SPEC = dict(steps=None, seconds=None, target_return=None, stop_at_target=False, eval_episodes=20,
                           eval_every_steps=None, checkpoint_every_seconds=60.0, chunk_steps=2000,
@@ -79,6 +79,17 @@ def make_vector_env(env_kwargs):
         return VectorEnv(**env_kwargs)
     except TypeError as e:
         raise RLGraphSpecError(f"environment_spec: {e}") from None
+    except RLGraphSpecError as e:
+        # An environment's own argument check ("ChainVectorEnv.length: ...") names the config key instead.
+        if e.key is not None and e.reason is not None and e.key in env_kwargs:
+            raise RLGraphSpecError(f"environment_spec.{e.key}: {e.reason}", key=e.key, reason=e.reason) from None
+        raise
+
+
+def resolve_backend(config, backend=None):
+    """The backend a run uses: ``backend``, else the config's ``"backend"``, else the default backend."""
+    from rlgraph.utils.backend import get_default_backend, normalize_backend
+    return normalize_backend(backend or config.get("backend") or get_default_backend())
 
 
 def make_agent(config, env, backend=None, seed=0, role="local"):
@@ -88,19 +99,29 @@ def make_agent(config, env, backend=None, seed=0, role="local"):
 
 
 def make_engine(config, executor="local", env_id=None, backend=None, seed=0, num_actors=None, ray_address=None,
-                transport=None):
+                transport=None, num_learners=None, learner_rank=None):
     """``(engine, learner agent, execution spec)`` for a config: the worker a ``Trainer`` drives.
 
     ``local`` is a ``VectorWorker`` over the config's environments; ``ray`` a Ray engine (``make_ray_engine``)
     with ``num_actors`` actor processes on the cluster at ``ray_address`` (or a local one, or the one this
     process already joined with ``ray.init``); ``central`` the central-inference engine (SEED RL style:
-    backend-free actor processes, batched inference here) over ``transport``. All settings are checked before
+    backend-free actor processes, batched inference here) over ``transport``; ``distributed`` learner 0 of
+    ``num_learners`` learner processes (``rlgraph.execution.distributed``). All settings are checked before
     any process starts.
     """
     if executor not in EXECUTORS:
         raise RLGraphSpecError(f"executor: expected one of {EXECUTORS}, got {executor!r}.")
-    spec = ExecutionSpec.from_config(config, num_actors=num_actors, ray_address=ray_address, transport=transport)
+    spec = ExecutionSpec.from_config(config, num_actors=num_actors, ray_address=ray_address, transport=transport,
+                                     num_learners=num_learners, learner_rank=learner_rank)
     kwargs = env_kwargs_of(config, env_id, seed)
+    if executor == "distributed":
+        # The learner group comes first: TensorFlow's must exist before TensorFlow runs anything here.
+        from rlgraph.execution.distributed import DistributedEngine
+        engine = DistributedEngine(config, kwargs, resolve_backend(config, backend), spec, seed)
+        return engine, engine.agent, spec
+    if num_learners not in (None, 1) or spec.num_learners != 1:
+        raise RLGraphSpecError(f"num_learners {spec.num_learners}: several learners need --executor distributed "
+                               f"(the {executor} engine has one learner).")
     if executor == "local":
         env = make_vector_env(kwargs)
         agent = make_agent(config, env, backend, seed)
@@ -119,7 +140,7 @@ def make_engine(config, executor="local", env_id=None, backend=None, seed=0, num
 
 def train(config, executor="local", env_id=None, backend=None, steps=None, seconds=None, logdir=None, seed=0,
           resume=False, num_actors=None, ray_address=None, progress=None, config_name=None, overwrite=False,
-          transport=None):
+          transport=None, num_learners=None, learner_rank=None):
     """Trains an agent from a config on an engine; returns the run's summary (also in ``logdir/summary.json``).
 
     Args:
@@ -134,6 +155,8 @@ def train(config, executor="local", env_id=None, backend=None, steps=None, secon
         overwrite: Start a new run in a ``logdir`` that holds a checkpoint (refused without it); the old
             checkpoints are replaced as the new run writes its own.
         num_actors, ray_address: Override the config's ``execution_spec`` (Ray engine).
+        num_learners, learner_rank: Override the config's ``execution_spec`` (distributed engine). A learner of
+            rank > 0 (on another machine) follows learner 0 until it stops and returns its own summary.
         transport: Overrides ``execution_spec.transport`` (central-inference engine: "shm" or "grpc").
         progress: Show a progress bar (default: when stderr is a terminal).
         config_name: A name for the default logdir (default: the config file's name or its type).
@@ -145,9 +168,12 @@ def train(config, executor="local", env_id=None, backend=None, steps=None, secon
     if resume and not logdir:
         raise RLGraphSpecError("resume needs a logdir (--logdir).")
     check_args(None, RUN_ARG_RULES, dict(steps=steps, seconds=seconds, seed=seed))
+    if executor == "distributed" and (learner_rank or ExecutionSpec.from_config(config).learner_rank):
+        return _follow(config, env_id, backend, seed, num_learners, learner_rank)
     if logdir:
         _check_logdir(logdir, resume, overwrite)
-    worker, agent, spec = make_engine(config, executor, env_id, backend, seed, num_actors, ray_address, transport)
+    worker, agent, spec = make_engine(config, executor, env_id, backend, seed, num_actors, ray_address, transport,
+                                      num_learners, learner_rank)
     try:
         if steps is None and seconds is None:
             steps, seconds = train_spec["steps"], train_spec["seconds"]
@@ -194,6 +220,18 @@ def train(config, executor="local", env_id=None, backend=None, steps=None, secon
         close = getattr(worker, "close", None)
         if close is not None:
             close()
+
+
+def _follow(config, env_id, backend, seed, num_learners, learner_rank):
+    """A distributed learner of rank > 0: follows learner 0 (which trains, evaluates and checkpoints)."""
+    from rlgraph.execution.distributed.learner import serve
+    spec = ExecutionSpec.from_config(config, num_learners=num_learners, learner_rank=learner_rank)
+    host, port = spec.learner_addresses[0].rsplit(":", 1)
+    start = time.time()
+    serve(config, env_kwargs_of(config, env_id, seed), resolve_backend(config, backend), spec, spec.learner_rank,
+          seed, f"{host}:{int(port) + 1}", spec.learner_addresses)
+    return dict(learner_rank=spec.learner_rank, seconds=round(time.time() - start, 3), interrupted=False,
+                logdir=None)
 
 
 def _check_logdir(logdir, resume, overwrite):

@@ -13,13 +13,14 @@ Spec forms (an executor's or agent's ``device_strategy`` argument, or a config's
     None or "default"                                        # one device
     {"type": "multi_device_sync", "devices": ["gpu:0", "gpu:1"]}
     "multi_device_sync" (with devices=[...] beside it)
+    {"type": "distributed_sync", "devices": None}            # learner processes (set by the distributed engine)
 """
 import re
 
 from rlgraph.utils.errors import RLGraphSpecError
 
 #: Names of the strategies (``device_strategy`` values).
-STRATEGIES = ("default", "multi_device_sync")
+STRATEGIES = ("default", "multi_device_sync", "distributed_sync")
 
 _DEVICE = re.compile(r"^/?(?:device:)?(cpu|gpu|cuda)(?::(\d+))?$", re.IGNORECASE)
 
@@ -102,7 +103,10 @@ def make_device_strategy(spec, devices=None, where="device_strategy"):
         return DeviceStrategy()
     unknown = sorted(set(spec) - {"devices"})
     if unknown:
-        raise RLGraphSpecError(f"{where}: unknown key(s) {unknown} of 'multi_device_sync' (accepted: devices).")
+        raise RLGraphSpecError(f"{where}: unknown key(s) {unknown} of {kind!r} (accepted: devices).")
+    if kind == "distributed_sync":
+        from rlgraph.executors.distributed_sync import DistributedSyncStrategy
+        return DistributedSyncStrategy(spec.get("devices"), where=where)
     from rlgraph.executors.multi_device_sync import MultiDeviceSyncStrategy
     return MultiDeviceSyncStrategy(spec.get("devices"), where=where)
 

@@ -105,7 +105,8 @@ class MultiDeviceSyncStrategy(DeviceStrategy):
                                        f"the towers' placement; leave 'device' out with a multi-device strategy.")
             from rlgraph.utils.backend import tf
             names = [d.name for d in tf.config.list_logical_devices()]
-            have = {parse_device(n) for n in names if _DEVICE_KINDS.match(n)}
+            # Multi-worker names carry a job prefix ("/job:worker/replica:0/task:1/device:CPU:0").
+            have = {parse_device(n.rsplit("/device:", 1)[-1]) for n in names if _DEVICE_KINDS.match(n)}
             out = []
             for i, (kind, idx) in enumerate(self.parsed):
                 if (kind, idx) not in have:
@@ -151,7 +152,7 @@ class MultiDeviceSyncStrategy(DeviceStrategy):
                 parts = [v] * k if rule is None else _split(v, rule, k, ops)
                 for s, part in zip(slices, parts):
                     s[p] = part
-            collector = _GradientCollector(ops, plan, k)
+            collector = _GradientCollector(ops, plan, k, self._reduce_gradients)
             outputs = []
             with collector:
                 for i, device in enumerate(devices):
@@ -160,6 +161,14 @@ class MultiDeviceSyncStrategy(DeviceStrategy):
                         outputs.append(fn(**slices[i]))
             collector.apply()
             return _merge(plan.output_rules, outputs, ops, collector)
+        return self._wrap_towers(towers)
+
+    def _reduce_gradients(self, gradients):
+        """The gradients one step applies, from the towers' mean (a dict); subclasses reduce further."""
+        return gradients
+
+    def _wrap_towers(self, towers):
+        """What the executor runs for an update method, from its towers' function (subclasses wrap it)."""
         return towers
 
     def wrap_call(self, name, call):
@@ -332,8 +341,9 @@ class _GradientCollector:
     graph function once on the averaged gradients.
     """
 
-    def __init__(self, ops, plan, num_towers):
+    def __init__(self, ops, plan, num_towers, reduce=None):
         self.ops, self.plan = ops, plan
+        self.reduce = reduce or (lambda gradients: gradients)
         self.records = [[] for _ in range(num_towers)]
         self.tower = 0
         self._saved = {}
@@ -371,7 +381,7 @@ class _GradientCollector:
                 raise RLGraphAPIError(f"API method '{self.plan.name}': tower {i} stepped other optimizers than "
                                       f"tower 0; every tower must run the same steps.")
         for j, (opt, variables, grads, learning_rate, _) in enumerate(first):
-            mean = {key: self.ops.mean([tower[j][2][key] for tower in self.records]) for key in grads}
+            mean = self.reduce({key: self.ops.mean([tower[j][2][key] for tower in self.records]) for key in grads})
             norm = opt._graph_fn_apply_gradients(variables, mean, learning_rate)
             for tower in self.records:
                 self._norms[id(tower[j][4])] = norm
@@ -401,6 +411,8 @@ class _TFOps:
         return self.tf.concat(xs, axis=axis)
 
     def mean(self, xs):
+        if len(xs) == 1:
+            return xs[0]
         return self.tf.add_n(xs) / self.tf.cast(len(xs), xs[0].dtype)
 
     def global_norm(self, grads):
@@ -431,6 +443,8 @@ class _TorchOps:
         return self.torch.cat(xs, dim=axis)
 
     def mean(self, xs):
+        if len(xs) == 1:
+            return xs[0]
         out = xs[0]
         for x in xs[1:]:
             out = out + x

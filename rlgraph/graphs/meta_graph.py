@@ -83,11 +83,14 @@ class MetaGraph:
         components: Every component of the tree (root first).
         towers: Root API method name -> the devices of its towers, where a device strategy runs it as one
             tower per device (``rlgraph.executors.multi_device_sync``); empty otherwise.
+        learners: The learner processes whose gradients the update methods all-reduce (1: this process only;
+            ``rlgraph.executors.distributed_sync``).
     """
 
     def __init__(self, root):
         self.root = root
         self.towers = OrderedDict()
+        self.learners = 1
         self.api = OrderedDict()
         self.api_calls = []
         self.graph_fn_calls = []
@@ -137,7 +140,8 @@ class MetaGraph:
         for name, call in self.api.items():
             if api_method is None or name == api_method:
                 if name in self.towers:
-                    lines.append(f"[{len(self.towers[name])} towers, gradients averaged, one step] " + ", ".join(
+                    over = f", all-reduced over {self.learners} learner processes" if self.learners > 1 else ""
+                    lines.append(f"[{len(self.towers[name])} towers, gradients averaged{over}, one step] " + ", ".join(
                         f"tower {i}: {d}" for i, d in enumerate(self.towers[name])))
                 walk(call, 0)
         return "\n".join(lines)

@@ -52,3 +52,7 @@ class RLGraphCheckpointError(RLGraphError):
 
 class RLGraphDivergenceError(RLGraphError, FloatingPointError):
     """Training produced non-finite losses or weights (e.g. a learning rate far too high)."""
+
+
+class RLGraphLearnerGroupError(RLGraphError, RuntimeError):
+    """Distributed learners: a learner died, did not answer in time, or fell out of step with the others."""

@@ -1,0 +1,7 @@
+"""Distributed learners: synchronous data-parallel learner processes that keep one set of weights.
+
+``rlgraph train CONFIG --executor distributed --num-learners N`` (see ``DistributedEngine``).
+"""
+from rlgraph.execution.distributed.distributed_engine import DistributedEngine
+
+__all__ = ["DistributedEngine"]

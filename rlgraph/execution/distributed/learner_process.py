@@ -1,0 +1,43 @@
+"""Entry point of a learner process of rank > 0 started by the distributed engine.
+
+``python -m rlgraph.execution.distributed.learner_process CONFIG --backend B --rank R --seed S --control
+HOST:PORT``: joins learner 0's control channel and the learner group, then follows learner 0 (see
+``rlgraph.execution.distributed.learner.serve``). Users start remote learners with ``rlgraph train CONFIG
+--executor distributed --learner-rank R`` instead.
+"""
+import argparse
+import logging
+import os
+import sys
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("config")
+    parser.add_argument("--backend", required=True)
+    parser.add_argument("--rank", type=int, required=True)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--control", required=True)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format=f"learner {args.rank} %(asctime)s %(levelname)s %(message)s")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from rlgraph.execution.distributed.learner import serve
+    from rlgraph.execution.execution_spec import ExecutionSpec
+    from rlgraph.utils.specifiable import load_json
+    config = load_json(args.config, "config")
+    spec = ExecutionSpec.from_config(config)
+    code = 0
+    try:
+        serve(config, config["environment_spec"], args.backend, spec, args.rank, args.seed, args.control,
+              spec.learner_addresses)
+    except Exception:
+        logging.getLogger(__name__).exception("learner %d failed", args.rank)
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skips the backends' shutdown handshakes with the other learners, which may be gone already.
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()

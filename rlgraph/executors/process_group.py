@@ -1,0 +1,261 @@
+"""The learner processes of a distributed run: one process group per process, all-reduce of gradients.
+
+Synchronous data-parallel learning over processes (and machines): every learner computes the gradients of
+its own batch, the gradients are averaged over all learners by an all-reduce, and every learner applies the
+same averaged gradients, so all learners keep one set of weights (as Horovod's ring all-reduce, Sergeev and
+Del Balso 2018, and ``tf.distribute.MultiWorkerMirroredStrategy`` do). Two implementations, one per backend:
+
+- PyTorch: ``torch.distributed`` (gloo on CPUs, nccl when every learner has a CUDA device), one
+  ``all_reduce`` of all gradients flattened into one buffer.
+- TensorFlow: ``tf.distribute.MultiWorkerMirroredStrategy`` (collective ring all-reduce over gRPC). The update
+  API methods run inside ``strategy.run`` and reduce through the replica context. TensorFlow requires the
+  strategy to exist before TensorFlow runs anything in the process, so ``init_process_group`` must come
+  first in a learner process.
+
+A process holds at most one group (``current_process_group``). The ``distributed_sync`` device strategy
+(``rlgraph.executors.distributed_sync``) uses it; the distributed engine (``rlgraph.execution.distributed``)
+creates it. Every collective waits at most ``timeout_s``: a learner that died or fell out of step is an error,
+not a hang.
+"""
+import datetime
+import logging
+import os
+
+from rlgraph.utils.errors import (RLGraphBackendError, RLGraphError, RLGraphLearnerGroupError as LearnerGroupError,
+                                  RLGraphSpecError)
+
+logger = logging.getLogger(__name__)
+
+_current = None
+
+
+class ProcessGroup:
+    """One process's membership in the group of learner processes.
+
+    Attributes:
+        backend: "tf" or "pytorch".
+        rank: This learner's index (0 writes checkpoints).
+        world_size: The number of learner processes.
+        addresses: One "host:port" per learner (TF: each learner's collective server; PyTorch: rank 0's
+            rendezvous address first).
+        timeout_s: Seconds a collective may wait for the other learners.
+    """
+
+    backend = None
+
+    def __init__(self, rank, world_size, addresses, timeout_s):
+        self.rank, self.world_size = int(rank), int(world_size)
+        self.addresses = list(addresses)
+        self.timeout_s = float(timeout_s)
+
+    def run_update(self, fn, args, kwargs):
+        """Runs an update API method (inside the backend's replicated context where it has one)."""
+        return fn(*args, **kwargs)
+
+    def all_reduce_mean(self, tensors):
+        """The element-wise means over all learners of a dict of gradient tensors (same keys everywhere)."""
+        raise NotImplementedError
+
+    def destroy(self):
+        """Leaves the group."""
+
+    def describe(self):
+        return f"learner {self.rank} of {self.world_size} ({self.backend}, {', '.join(self.addresses)})"
+
+
+class TorchProcessGroup(ProcessGroup):
+    """``torch.distributed``: gloo (CPU) or nccl (CUDA), rendezvous at rank 0's address over TCP."""
+
+    backend = "pytorch"
+
+    def __init__(self, rank, world_size, addresses, timeout_s, device=None):
+        super().__init__(rank, world_size, addresses, timeout_s)
+        import torch
+        import torch.distributed as dist
+        self.dist, self.torch = dist, torch
+        if dist.is_initialized():
+            raise RLGraphSpecError("distributed learners: this process already belongs to a torch.distributed "
+                                   "process group; one learner per process.")
+        self.comm_backend = "nccl" if device is not None and str(device).startswith("cuda") else "gloo"
+        host, port = self.addresses[0].rsplit(":", 1)
+        try:
+            dist.init_process_group(self.comm_backend, init_method=f"tcp://{host}:{port}", rank=self.rank,
+                                    world_size=self.world_size,
+                                    timeout=datetime.timedelta(seconds=self.timeout_s))
+        except Exception as e:  # The store's connect timeout, a refused port, ...
+            raise LearnerGroupError(f"learner {self.rank}: could not join the group of {self.world_size} learners "
+                                    f"at {host}:{port} within {self.timeout_s:g} s: {_one_line(e)}") from None
+
+    def all_reduce_mean(self, tensors):
+        torch = self.torch
+        keys = list(tensors)
+        if not keys:
+            return {}
+        with torch.no_grad():
+            flat = torch.cat([tensors[k].reshape(-1).to(torch.float32) for k in keys])
+            try:
+                self.dist.all_reduce(flat)
+            except Exception as e:
+                raise LearnerGroupError(f"learner {self.rank}: the gradient all-reduce over {self.world_size} "
+                                        f"learners failed (a learner died, or did not reach the same update within "
+                                        f"{self.timeout_s:g} s): {_one_line(e)}") from None
+            flat /= self.world_size
+            out, offset = {}, 0
+            for k in keys:
+                n = tensors[k].numel()
+                out[k] = flat[offset:offset + n].view(tensors[k].shape).to(tensors[k].dtype)
+                offset += n
+        return out
+
+    def destroy(self):
+        if self.dist.is_initialized():
+            try:
+                self.dist.destroy_process_group()
+            except Exception as e:  # Best effort: the peers may be gone.
+                logger.warning("Leaving the torch.distributed group failed: %s", _one_line(e))
+
+
+class TFProcessGroup(ProcessGroup):
+    """``tf.distribute.MultiWorkerMirroredStrategy`` with one replica per learner process (ring all-reduce)."""
+
+    backend = "tf"
+
+    def __init__(self, rank, world_size, addresses, timeout_s):
+        super().__init__(rank, world_size, addresses, timeout_s)
+        import tensorflow as tf
+        self.tf = tf
+        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+            tf.train.ClusterSpec({"worker": self.addresses}), task_type="worker", task_id=self.rank,
+            rpc_layer="grpc")
+        options = tf.distribute.experimental.CommunicationOptions(
+            implementation=tf.distribute.experimental.CommunicationImplementation.RING,
+            timeout_seconds=self.timeout_s)
+        try:
+            self.strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver,
+                                                                      communication_options=options)
+        except (RuntimeError, ValueError) as e:
+            raise RLGraphSpecError(
+                f"distributed learners on TensorFlow: the learner's MultiWorkerMirroredStrategy must be created "
+                f"before TensorFlow runs anything in the process ({_one_line(e)}); start learners with "
+                f"`rlgraph train CONFIG --executor distributed` (or call init_process_group first).") from None
+
+    def run_update(self, fn, args, kwargs):
+        return self.strategy.run(fn, args=args, kwargs=kwargs)
+
+    def all_reduce_mean(self, tensors):
+        if not tensors:
+            return {}
+        context = self.tf.distribute.get_replica_context()
+        if context is None:
+            raise RLGraphError("distributed_sync: an all-reduce outside of the strategy's replica context; "
+                               "please report this.")
+        return context.all_reduce(self.tf.distribute.ReduceOp.MEAN, dict(tensors))
+
+
+class HorovodProcessGroup(ProcessGroup):
+    """The optional Horovod adapter (``pip install rlgraph[horovod]``): gradients averaged by Horovod's ring
+    all-reduce (Sergeev and Del Balso 2018) instead of the backend's own collectives.
+
+    Horovod's last release (0.28.1, 2023) builds against neither PyTorch 2.13 nor TensorFlow 2.21; the
+    native groups above are the working path. Horovod's processes get their rank and size from Horovod's
+    launcher: start every learner with ``horovodrun -np N rlgraph train CONFIG --executor distributed
+    --learner-rank R`` and ``execution_spec.all_reduce: "horovod"`` plus ``learner_addresses`` (learner 0's
+    control channel); the rank each process gets from Horovod must equal its learner rank.
+    """
+
+    def __init__(self, backend, rank, world_size, addresses, timeout_s):
+        super().__init__(rank, world_size, addresses, timeout_s)
+        self.backend = backend
+        module = "horovod.tensorflow" if backend == "tf" else "horovod.torch"
+        try:
+            import importlib
+            self.hvd = importlib.import_module(module)
+        except Exception as e:  # ImportError, or a build that does not match the installed backend.
+            raise RLGraphBackendError(
+                f"execution_spec.all_reduce 'horovod': {module} does not import ({_one_line(e)}). Install it with "
+                f"`pip install rlgraph[horovod]` (Horovod 0.28.1 builds against neither PyTorch 2.13 nor "
+                f"TensorFlow 2.21), or use all_reduce 'native' (torch.distributed / tf.distribute), which "
+                f"needs nothing else.") from None
+        self.hvd.init()
+        if (self.hvd.rank(), self.hvd.size()) != (self.rank, self.world_size):
+            raise RLGraphSpecError(f"execution_spec.all_reduce 'horovod': Horovod made this process rank "
+                                   f"{self.hvd.rank()} of {self.hvd.size()}, but it is learner {self.rank} of "
+                                   f"{self.world_size}; launch learner R as Horovod's rank R (horovodrun -np "
+                                   f"{self.world_size}).")
+
+    def all_reduce_mean(self, tensors):
+        if not tensors:
+            return {}
+        keys = list(tensors)
+        try:
+            reduced = self.hvd.grouped_allreduce([tensors[k] for k in keys], op=self.hvd.Average)
+        except Exception as e:
+            raise LearnerGroupError(f"learner {self.rank}: Horovod's all-reduce failed: {_one_line(e)}") from None
+        return dict(zip(keys, reduced))
+
+    def destroy(self):
+        self.hvd.shutdown()
+
+
+#: The all-reduce implementations (``execution_spec.all_reduce``).
+ALL_REDUCE = ("native", "horovod")
+
+
+def init_process_group(backend, rank, world_size, addresses, timeout_s=120.0, device=None, all_reduce="native"):
+    """Makes this process learner ``rank`` of ``world_size``; returns its ``ProcessGroup``.
+
+    Args:
+        backend: "tf" or "pytorch".
+        rank: This learner's index in [0, world_size).
+        world_size: The number of learners.
+        addresses: One "host:port" per learner (TF servers; PyTorch rendezvous at ``addresses[0]``).
+        timeout_s: Seconds a collective (and the rendezvous) may wait for the others.
+        device: PyTorch: the learner's device ("cuda:i" selects nccl).
+        all_reduce: "native" (``torch.distributed`` / ``tf.distribute``) or "horovod" (the optional adapter).
+
+    Raises:
+        RLGraphSpecError: A bad rank, address list, or a second group in this process.
+        LearnerGroupError: The rendezvous failed.
+    """
+    global _current
+    if _current is not None:
+        raise RLGraphSpecError(f"distributed learners: this process already is {_current.describe()}.")
+    if not 0 <= int(rank) < int(world_size):
+        raise RLGraphSpecError(f"distributed learners: rank {rank} outside [0, {world_size}).")
+    if len(addresses) != int(world_size) and backend == "tf":
+        raise RLGraphSpecError(f"distributed learners: {world_size} learners need {world_size} addresses, got "
+                               f"{len(addresses)} ({addresses}).")
+    if all_reduce not in ALL_REDUCE:
+        raise RLGraphSpecError(f"execution_spec.all_reduce: expected one of {ALL_REDUCE}, got {all_reduce!r}.")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if all_reduce == "horovod":
+        group = HorovodProcessGroup(backend, rank, world_size, addresses, timeout_s)
+    elif backend == "tf":
+        group = TFProcessGroup(rank, world_size, addresses, timeout_s)
+    else:
+        group = TorchProcessGroup(rank, world_size, addresses, timeout_s, device)
+    _current = group
+    logger.info("Joined the learner group: %s.", group.describe())
+    return group
+
+
+def current_process_group():
+    """This process's ``ProcessGroup`` (None outside a distributed run)."""
+    return _current
+
+
+def destroy_process_group():
+    """Leaves the group (PyTorch); TensorFlow's strategy stays until the process ends."""
+    global _current
+    if _current is not None:
+        _current.destroy()
+        _current = None
+
+
+def _one_line(error):
+    text = " ".join(str(error).split())
+    return text[:300] + ("..." if len(text) > 300 else "")
+
+
+__all__ = ["ALL_REDUCE", "HorovodProcessGroup", "ProcessGroup", "current_process_group", "destroy_process_group",
+           "init_process_group"]
