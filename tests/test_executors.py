@@ -217,3 +217,75 @@ def test_executor_create_picks_backend_and_rejects_unknown():
     assert ex.backend.name == "pytorch"
     with pytest.raises(RLGraphBackendError, match="Unknown backend 'jax'"):
         GraphExecutor.create(backend="jax", root_component=DenseLayer(2), input_spaces=dict(inputs=STATES))
+
+
+class GradProbe(Component):
+    """Test-only: reports whether autograd is on in its graph function (PyTorch), next to an optimizer step."""
+
+    def __init__(self):
+        from rlgraph.components.optimizers import SGDOptimizer
+        self.network = NeuralNetwork(layers=LAYERS)
+        self.optimizer = SGDOptimizer(0.1)
+        super().__init__(self.network, self.optimizer, scope="grad-probe")
+
+    @rlgraph_api
+    def act(self, states):
+        return self._graph_fn_grad_enabled(self.network.call(states))
+
+    @rlgraph_api
+    def update(self, states):
+        out = self.network.call(states)
+        step_loss, _ = self.optimizer.step(self.network.variables(), self._graph_fn_loss(out))
+        return step_loss, self._graph_fn_grad_enabled(out)
+
+    @graph_fn(backend="pytorch")
+    def _graph_fn_grad_enabled(self, out):
+        import torch
+        return torch.tensor(torch.is_grad_enabled() and out.requires_grad)
+
+    @graph_fn(backend="pytorch")
+    def _graph_fn_loss(self, out):
+        return (out ** 2).mean()
+
+
+def test_pytorch_acts_without_autograd_and_learns_with_it():
+    # API methods that reach no optimizer record no autograd graph; those that step one keep autograd on.
+    test = ComponentTest(GradProbe(), dict(states=STATES), backend="pytorch")
+    x = np.random.default_rng(3).normal(size=(5, 4)).astype(np.float32)
+    assert not test.test(("act", [x]))
+    before = test.executor.get_weights()
+    loss, enabled = test.test(("update", [x]))
+    assert enabled and loss > 0.0
+    after = test.executor.get_weights()
+    assert not np.allclose(before["grad-probe/neural-network/dense/kernel"],
+                           after["grad-probe/neural-network/dense/kernel"])
+    import torch
+    assert torch.is_grad_enabled()  # Restored after the calls.
+
+
+class Nested(Component):
+    """Test-only: nested dict and tuple arguments, a Python float and a default (the TF executor's flat call)."""
+
+    @rlgraph_api
+    def combine(self, records, pair, scale, offset=1.0):
+        return self._graph_fn_combine(records, pair, scale, offset)
+
+    @graph_fn
+    def _graph_fn_combine(self, records, pair, scale, offset):
+        return dict(a=records["b"] * scale + pair[0], b=records["a"] - pair[1] + offset, n=records["n"] + 1)
+
+
+def test_nested_arguments_reach_the_right_places(backend):
+    from rlgraph.spaces import Tuple
+    spaces = dict(records=Dict(b=FloatBox(shape=(2,)), a=FloatBox(shape=(2,)), n=IntBox(10), add_batch_rank=True),
+                  pair=Tuple(FloatBox(shape=(2,)), FloatBox(shape=(2,)), add_batch_rank=True), scale=float)
+    test = ComponentTest(Nested(), spaces, backend=backend)
+    rng = np.random.default_rng(4)
+    a, b, p0, p1 = (rng.normal(size=(3, 2)).astype(np.float32) for _ in range(4))
+    n = np.array([1, 2, 3], np.int32)
+    for offset in (None, 5.0):
+        args = [dict(a=a, b=b, n=n), (p0, p1), 2.0] + ([] if offset is None else [offset])
+        out = test.test(("combine", args))
+        np.testing.assert_allclose(out["a"], b * 2.0 + p0, rtol=1e-6)
+        np.testing.assert_allclose(out["b"], a - p1 + (1.0 if offset is None else offset), rtol=1e-6)
+        np.testing.assert_array_equal(out["n"], n + 1)

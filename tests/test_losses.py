@@ -201,6 +201,8 @@ def test_impala_loss_matches_numpy(backend, clipping):
 class ValueShiftGradient(Component):
     """Test-only: d loss / d w inside a built graph (TF: tf.gradients in the trace), where values = V + w."""
 
+    differentiates = True  # PyTorch: autograd stays on for its API methods (torch.autograd.grad in a graph_fn).
+
     def __init__(self, loss_fn):
         super().__init__(loss_fn, scope="value-shift-gradient")
         self.loss_fn = loss_fn

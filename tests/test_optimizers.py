@@ -235,3 +235,90 @@ class PerItemLoss(Regression):
 def test_non_scalar_loss_is_rejected():
     with pytest.raises(RLGraphSpaceError, match="scalar float loss"):
         ComponentTest(PerItemLoss(SGDOptimizer()), input_spaces=SPACES, backend="pytorch")
+
+
+class Params(Component):
+    """Test-only: a float32 and a float64 variable (the PyTorch optimizer updates them as two flat groups) and
+    the loss s * sum(w32^2) + sum(w64^2) for a scale s fed in."""
+
+    def __init__(self):
+        super().__init__(scope="params")
+
+    def create_variables(self, input_spaces, action_space=None):
+        self.w32 = self.get_variable("w32", shape=(3,), dtype="float32", initializer=[0.5, -1.0, 2.0], trainable=True)
+        self.w64 = self.get_variable("w64", shape=(2, 2), dtype="float64", initializer=[[1.0, -0.5], [0.25, 3.0]],
+                                     trainable=True)
+
+    @rlgraph_api
+    def loss(self, scale):
+        return self._graph_fn_loss(scale)
+
+    @graph_fn(backend="tf")
+    def _graph_fn_loss(self, scale):
+        return scale * tf.reduce_sum(tf.square(self.w32)) + tf.cast(tf.reduce_sum(tf.square(self.w64)), tf.float32)
+
+    @graph_fn(backend="pytorch")
+    def _graph_fn_loss(self, scale):
+        return scale * torch.sum(self.w32 ** 2) + torch.sum(self.w64 ** 2).float()
+
+
+class TwoDtypes(Component):
+    def __init__(self, optimizer):
+        self.params, self.optimizer = Params(), optimizer
+        super().__init__(self.params, self.optimizer, scope="two-dtypes")
+
+    @rlgraph_api
+    def update(self, scale):
+        return self.optimizer.step(self.params.variables(), self.params.loss(scale))
+
+
+def test_variables_of_two_dtypes(backend):
+    test = ComponentTest(TwoDtypes(AdamOptimizer(0.1, clip_grad_norm=3.0)), input_spaces=dict(scale=float),
+                         backend=backend)
+    w32, w64 = np.array([0.5, -1.0, 2.0]), np.array([[1.0, -0.5], [0.25, 3.0]])
+    reference, state32, state64 = adam_reference(), {}, {}
+    for t in range(1, 5):
+        g32, g64 = 2.0 * 1.5 * w32, 2.0 * w64
+        norm = np.sqrt((g32 ** 2).sum() + (g64 ** 2).sum())
+        _, out_norm = test.test(("update", [1.5]))
+        np.testing.assert_allclose(out_norm, norm, rtol=1e-5)
+        scale = 3.0 / max(norm, 3.0)
+        w32, w64 = reference(w32, scale * g32, 0.1, state32, t), reference(w64, scale * g64, 0.1, state64, t)
+        values = test.executor.get_weights(trainable_only=False)
+        assert values["two-dtypes/params/w32"].dtype == np.float32
+        assert values["two-dtypes/params/w64"].dtype == np.float64
+        # float32 Adam: 1 - beta_2^t in float32 is good to ~1e-4 relative (the reference is float64).
+        np.testing.assert_allclose(values["two-dtypes/params/w32"], w32, rtol=2e-5, atol=1e-5)
+        np.testing.assert_allclose(values["two-dtypes/params/w64"], w64, rtol=2e-5, atol=1e-5)
+        # The slots keep their names, shapes and dtypes, and hold the moments.
+        for name, state in (("w32", state32), ("w64", state64)):
+            for slot in ("m", "v"):
+                value = values[f"two-dtypes/adam-optimizer/{name}/{slot}"]
+                assert value.dtype == values[f"two-dtypes/params/{name}"].dtype
+                np.testing.assert_allclose(value, state[slot], rtol=1e-4, atol=1e-6, err_msg=f"{name}/{slot} step {t}")
+
+
+def test_slots_survive_store_and_load(backend, tmp_path):
+    # Continuing from a stored model equals continuing without the round trip (the moments are restored into the
+    # slots the update reads, also in an executor that already stepped).
+    def make():
+        return ComponentTest(Regression(AdamOptimizer(0.05)), input_spaces=SPACES, backend=backend)
+    first = make()
+    for _ in range(3):
+        first.test(("update", [X, Y, 0.0]))
+    path = first.executor.store_model(str(tmp_path / "model"))
+    stepped = make()
+    stepped.test(("update", [X, Y, 0.0]))  # Its slots are in use before the load.
+    fresh = make()
+    for test in (stepped, fresh):
+        test.executor.load_model(path)
+    for _ in range(3):
+        outs = [t.test(("update", [X, Y, 0.0])) for t in (first, stepped, fresh)]
+        for out in outs[1:]:
+            np.testing.assert_allclose(out, outs[0], rtol=1e-6)
+    reference = first.executor.get_weights(trainable_only=False)
+    for test in (stepped, fresh):
+        values = test.executor.get_weights(trainable_only=False)
+        assert list(values) == list(reference)
+        for k in reference:
+            np.testing.assert_allclose(values[k], reference[k], rtol=1e-6, atol=1e-7, err_msg=k)

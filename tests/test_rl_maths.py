@@ -303,3 +303,61 @@ def test_returns_backends_agree():
                                                                                        bootstrap])])
     run_on_backends(lambda: GeneralizedAdvantageEstimation(0.99, 0.9), spaces,
                     [("calc_advantages", [rewards, terminals, values, bootstrap])])
+
+
+def np_reverse_cumsum(x, d, bootstrap):
+    """``y_t = x_t + d_t y_{t+1}``, ``y_T = bootstrap``: the recursion itself, in float64."""
+    out, acc = np.zeros(x.shape), np.asarray(bootstrap, np.float64)
+    for t in range(x.shape[0] - 1, -1, -1):
+        acc = out[t] = x[t] + d[t] * acc
+    return out
+
+
+@pytest.mark.parametrize("length", [1, 2, 5, 16, 17, 32, 33, 100])
+def test_reverse_discounted_cumsum_any_length(backend, length):
+    # Both the step-by-step path (short sequences on PyTorch) and the doubling scan, with episode ends, discounts
+    # of varying size, with and without bootstrap values, time- and batch-major.
+    rng = np.random.default_rng(length)
+    x = rng.normal(size=(length, 5)).astype(np.float32)
+    d = (rng.uniform(0.5, 1.0, size=(length, 5)) * (rng.random((length, 5)) > 0.1)).astype(np.float32)
+    bootstrap = rng.normal(size=5).astype(np.float32)
+    test = ComponentTest(SequenceHelper(), HELPER_SPACES, backend=backend)
+    expected = np_reverse_cumsum(x, d, bootstrap)
+    np.testing.assert_allclose(test.test(("reverse_discounted_cumsum", [x, d, bootstrap])), expected, rtol=1e-5,
+                               atol=1e-5)
+    test = ComponentTest(SequenceHelper(), dict(values=SEQ, discounts=SEQ), backend=backend,
+                         api_methods=["reverse_discounted_cumsum"])
+    np.testing.assert_allclose(test.test(("reverse_discounted_cumsum", [x, d])), np_reverse_cumsum(x, d, 0.0),
+                               rtol=1e-5, atol=1e-5)
+    spaces = dict(values=SEQ_BM, discounts=SEQ_BM, bootstrap_values=BATCH)
+    test = ComponentTest(SequenceHelper(time_major=False), spaces, backend=backend,
+                         api_methods=["reverse_discounted_cumsum"])
+    out = test.test(("reverse_discounted_cumsum", [x.T.copy(), d.T.copy(), bootstrap]))
+    np.testing.assert_allclose(out.T, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_reverse_discounted_cumsum_gradients(backend):
+    # dy_t/dx_s = prod_{i=t}^{s-1} d_i (s >= t): the scan stays differentiable (GAE's users may backpropagate).
+    from rlgraph.utils.backend import tf, torch
+    rng = np.random.default_rng(3)
+    length = 40
+    x = rng.normal(size=(length, 2)).astype(np.float32)
+    d = (rng.uniform(0.8, 1.0, size=(length, 2)) * (rng.random((length, 2)) > 0.1)).astype(np.float32)
+    weights = rng.normal(size=(length, 2))
+    expected = np.zeros((length, 2))
+    for s in range(length):
+        for t in range(s + 1):
+            expected[s] += weights[t] * np.prod(d[t:s].astype(np.float64), axis=0)
+    helper = ComponentTest(SequenceHelper(), HELPER_SPACES, backend=backend).component
+    if backend == "tf":
+        xt = tf.constant(x)
+        with tf.GradientTape() as tape:
+            tape.watch(xt)
+            loss = tf.reduce_sum(helper.reverse_discounted_cumsum(xt, tf.constant(d)) * weights.astype(np.float32))
+        grad = tape.gradient(loss, xt).numpy()
+    else:
+        xt = torch.from_numpy(x).requires_grad_(True)
+        loss = (helper.reverse_discounted_cumsum(xt, torch.from_numpy(d)) * torch.from_numpy(weights).float()).sum()
+        grad, = torch.autograd.grad(loss, xt)
+        grad = grad.numpy()
+    np.testing.assert_allclose(grad, expected, rtol=1e-4, atol=1e-5)

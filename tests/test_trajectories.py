@@ -7,6 +7,7 @@ loop over each env's episodes in plain Python and share no code with the builder
 from collections import defaultdict
 
 import numpy as np
+import optree
 import pytest
 
 from rlgraph.trajectories import NStepBuilder, SequenceBuilder, UnrollBuilder
@@ -195,11 +196,16 @@ def nstep_step(rows):
     return step
 
 
-def check_nstep(kind, n, seed, nested=False):
+def as_int64(ids):
+    """Ids as a vector of environments passes them: an int64 array (equal ids: the builders' fast path)."""
+    return np.asarray(ids, np.int64)
+
+
+def check_nstep(kind, n, seed, nested=False, ids_as=list):
     ops = schedule(kind, np.random.default_rng(seed))
     streams = Streams(seed, nested=nested)
     builder = NStepBuilder(n, GAMMA)
-    outputs, drops = run(lambda ids, rows: builder.add(ids, nstep_step(rows)), builder.drop, ops, streams)
+    outputs, drops = run(lambda ids, rows: builder.add(ids_as(ids), nstep_step(rows)), builder.drop, ops, streams)
     expected, exp_drops, pending = [], {}, 0
     for env, events in streams.events.items():
         items, exp_drops[env], p = nstep_reference(events, env, n, GAMMA)
@@ -214,6 +220,13 @@ def check_nstep(kind, n, seed, nested=False):
 @pytest.mark.parametrize("n", [1, 3, 5])
 def test_n_step_builder_matches_reference(kind, n):
     check_nstep(kind, n, seed=11 + n)
+
+
+@pytest.mark.parametrize("kind", SCHEDULES)
+@pytest.mark.parametrize("n", [1, 3])
+def test_n_step_builder_fast_path_matches_reference(kind, n):
+    # int64 array ids: calls with the ids and step layout of the previous call skip the checks and lookups.
+    check_nstep(kind, n, seed=17 + n, ids_as=as_int64)
 
 
 def test_n_step_builder_nested_values():
@@ -259,22 +272,30 @@ def unroll_reference(events, env, T):
     return items, drops, pending
 
 
-def unroll_step(rows):
+def unroll_step(rows, first_keys=("internal_states",)):
     uid = rows["uid"]
-    return dict(states=rows["states"], rewards=rows["rewards"], terminals=rows["terminals"],
+    step = dict(states=rows["states"], rewards=rows["rewards"], terminals=rows["terminals"],
                 internal_states=(uid[:, None] * 2, np.ones((uid.size, 3), np.float32)),
                 next_states=np.stack([uid + 0.5, -uid], 1))
+    if first_keys == ("first_uid",):  # A flat first key (a single array).
+        del step["internal_states"]
+        step["first_uid"] = uid * 2
+    return step
 
 
-def check_unroll(kind, T, seed, nested=False):
+def check_unroll(kind, T, seed, nested=False, ids_as=list, first_keys=("internal_states",)):
     ops = schedule(kind, np.random.default_rng(seed))
     streams = Streams(seed, nested=nested)
-    builder = UnrollBuilder(T, first_keys=("internal_states",), last_keys=("next_states",))
-    outputs, drops = run(lambda ids, rows: builder.add(ids, unroll_step(rows)), builder.drop, ops, streams)
+    builder = UnrollBuilder(T, first_keys=first_keys, last_keys=("next_states",))
+    outputs, drops = run(lambda ids, rows: builder.add(ids_as(ids), unroll_step(rows, first_keys)), builder.drop, ops,
+                         streams)
     got = []
     for out in outputs:
         assert set(out) == {"unroll", "first", "last", "env_ids"}
         assert set(out["unroll"]) == {"states", "rewards", "terminals"}
+        if first_keys == ("first_uid",):
+            out["first"] = dict(internal_states=(out["first"]["first_uid"][:, None],
+                                                 np.ones((len(out["env_ids"]), 3), np.float32)))
         states = out["unroll"]["states"]["pos"] if nested else out["unroll"]["states"]
         M = len(out["env_ids"])
         assert states.shape == (T, M, 2) and out["unroll"]["rewards"].shape == (T, M)
@@ -300,6 +321,13 @@ def check_unroll(kind, T, seed, nested=False):
 @pytest.mark.parametrize("T", [1, 5])
 def test_unroll_builder_matches_reference(kind, T):
     check_unroll(kind, T, seed=21 + T)
+
+
+@pytest.mark.parametrize("kind", SCHEDULES)
+@pytest.mark.parametrize("first_keys", [("internal_states",), ("first_uid",)])
+def test_unroll_builder_fast_path_matches_reference(kind, first_keys):
+    # int64 array ids: calls with the ids and step layout of the previous call skip the checks and lookups.
+    check_unroll(kind, 5, seed=27, ids_as=as_int64, first_keys=first_keys)
 
 
 def test_unroll_builder_nested_values_and_copies():
@@ -497,6 +525,43 @@ def test_bad_calls_raise_clear_errors(name):
     with pytest.raises(RLGraphError, match="shape"):
         key = dict(nstep="rewards", unroll="rewards", sequence="rewards")[name]
         builder.add([0, 1, 2], dict(step, **{key: np.zeros((3, 2), np.float32)}), *extra)
+
+
+@pytest.mark.parametrize("name", ["nstep", "unroll"])
+def test_fast_path_refuses_bad_steps_and_takes_other_dtypes(name):
+    # After steps with the same int64 ids and layout (the fast path), a step that differs still goes through
+    # every check (and changes nothing when it fails), and one with other (castable) dtypes is converted.
+    builder, _ = make_builders()[name]
+    make = dict(nstep=nstep_step, unroll=unroll_step)[name]
+    streams = Streams(0, p_terminal=0.0, p_truncation=0.0)
+    ids = np.arange(3)
+    outputs = [builder.add(ids.copy(), make(streams.rows(ids))) for _ in range(6)]
+    assert any(out is not None for out in outputs)
+    step, pending = make(streams.rows(ids)), builder.num_pending_steps
+    with pytest.raises(RLGraphError, match="leading dimension of 3"):
+        builder.add(ids, dict(step, rewards=step["rewards"][:2]))
+    with pytest.raises(RLGraphError, match="leading dimension of 2"):
+        builder.add(ids[:2], step)
+    with pytest.raises(RLGraphError, match="structure"):
+        builder.add(ids, dict(step, surplus=np.zeros(3)))
+    with pytest.raises(RLGraphError, match="shape"):
+        builder.add(ids, dict(step, rewards=np.zeros((3, 2), np.float32)))
+    assert builder.num_pending_steps == pending
+    reference, _ = make_builders()[name]
+    streams_ref = Streams(0, p_terminal=0.0, p_truncation=0.0)
+    for _ in range(6):
+        reference.add([0, 1, 2], make(streams_ref.rows(ids)))  # Lists: never the fast path.
+    step_ref = make(streams_ref.rows(ids))
+    for _ in range(3):  # float64 rewards: converted; then back to float32 (the fast path again).
+        got = builder.add(ids, dict(step, rewards=step["rewards"].astype(np.float64)))
+        expected = reference.add([0, 1, 2], dict(step_ref, rewards=step_ref["rewards"].astype(np.float64)))
+        for out, ref in ((got, expected), (builder.add(ids, step), reference.add([0, 1, 2], step_ref))):
+            assert (out is None) == (ref is None)
+            if out is not None:
+                for a, b in zip(optree.tree_leaves(out), optree.tree_leaves(ref)):
+                    np.testing.assert_array_equal(a, b)
+        step, step_ref = make(streams.rows(ids)), make(streams_ref.rows(ids))
+    assert builder.num_pending_steps == reference.num_pending_steps
 
 
 def test_sequence_builder_bad_bootstrap_and_specs():

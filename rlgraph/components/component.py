@@ -39,6 +39,9 @@ class Component(Specifiable):
 
     #: The scope a component gets when none is given (default: the class name in kebab-case).
     default_scope = None
+    #: Whether a graph function of this component differentiates (calls ``tf.gradients``/``torch.autograd``):
+    #: on PyTorch, root API methods that reach no such component run with autograd off (``Optimizer`` sets it).
+    differentiates = False
 
     def __init__(self, *sub_components, scope=None, device=None, trainable=None):
         self.scope = scope or type(self).default_scope or _kebab(type(self).__name__)

@@ -13,11 +13,13 @@ def plot_learning_curve(path, env_steps, returns, target_return=None, title="", 
         title: Plot title.
         window: Episodes in the running mean.
     """
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # The figure API with the Agg canvas: no pyplot (its import and global figure state), any thread.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
+    fig = Figure(figsize=(8, 4.5), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
     steps, rets = np.asarray(env_steps, dtype=np.float64), np.asarray(returns, dtype=np.float64)
     if len(rets):
         ax.plot(steps, rets, ".", alpha=0.25, markersize=3, label="episode return")
@@ -33,5 +35,4 @@ def plot_learning_curve(path, env_steps, returns, target_return=None, title="", 
         ax.legend(loc="lower right")
     fig.tight_layout()
     fig.savefig(path)
-    plt.close(fig)
     return path

@@ -2,6 +2,7 @@
 import json
 import logging
 import os
+import re
 import sys
 import time
 from collections import deque
@@ -13,6 +14,9 @@ from rlgraph.training.learning_curve import plot_learning_curve
 from rlgraph.utils.errors import RLGraphDivergenceError, RLGraphError
 
 logger = logging.getLogger(__name__)
+
+#: What tensorboardX replaces by "_" in scalar tags (``tensorboardX.summary._clean_tag``).
+_INVALID_TAG_CHARACTERS = re.compile(r"[^-/\w\.]")
 
 
 class Trainer:
@@ -77,6 +81,7 @@ class Trainer:
             raise RLGraphError(f"logdir '{logdir}' cannot be created: {e.strerror or e}.") from None
         self.resumed = bool(resume)
         self.nothing_trained = None
+        self._graph_written = False
         if resume:
             self._load_checkpoint()
         elif self.checkpoints.exists() and not overwrite:
@@ -120,10 +125,9 @@ class Trainer:
 
     def train(self):
         """Runs until the budget is spent (or Ctrl-C); returns the summary dict."""
-        from tensorboardX import SummaryWriter
         from tqdm import tqdm
 
-        writer = SummaryWriter(self.logdir)
+        writer = _ScalarWriter(_summary_writer_class()(self.logdir))
         start = time.perf_counter() - self.state["wall_seconds"]
         last_checkpoint = time.perf_counter()
         recent = deque(maxlen=20)
@@ -147,6 +151,8 @@ class Trainer:
                 out = self.worker.run(chunk)
                 dt = time.perf_counter() - t0
                 self._record(out, writer, start)
+                if not self._graph_written:
+                    self._write_graph()
                 if self.evaluator is not None and \
                         self.state["env_steps"] - self.state["last_eval_step"] >= self.eval_every_steps:
                     self._evaluate(writer, start)
@@ -160,6 +166,7 @@ class Trainer:
                 bar.set_postfix(steps_s=f"{rate:,.0f}", episodes=self.state["episodes"],
                                 mean_return=f"{self.mean_return():.1f}",
                                 loss="-" if loss is None else f"{float(loss):.4g}", refresh=False)
+                writer.flush()
                 if time.perf_counter() - last_checkpoint >= self.checkpoint_every_seconds:
                     self.state["wall_seconds"] = time.perf_counter() - start
                     self.save_checkpoint()
@@ -180,6 +187,19 @@ class Trainer:
         finally:
             writer.close()
         return self._finish(interrupted)
+
+    def _write_graph(self):
+        """The learner's graph beside the run (``graph.txt``; TF: TensorBoard's Graphs tab, under ``graphs/``),
+        written after the first chunk, off the start-up path. A failure here only warns."""
+        self._graph_written = True
+        agent = getattr(self.worker, "agent", None)
+        if agent is None:
+            return
+        try:
+            from rlgraph.executors.graph_summary import write_graph_summaries
+            write_graph_summaries(agent.executor, self.logdir)
+        except Exception as e:  # noqa: BLE001 - a missing view must not end a run.
+            logger.warning("Could not write the graph summaries to %s: %s", self.logdir, e)
 
     def _checkpoint_note(self):
         if self.checkpoints.exists():
@@ -272,6 +292,65 @@ class Trainer:
                             st["episode_returns"], self.target_return,
                             title=f"{self.metadata.get('agent', '')} {self.metadata.get('env', '')}".strip())
         return summary
+
+
+class _ScalarWriter:
+    """Buffers scalars and writes each step's as one TensorBoard event (``flush``, ``close``).
+
+    tensorboardX hands every ``add_scalar`` to its writer thread through a process queue (about 60 us each):
+    a run with many short episodes (two scalars each) would spend a large part of its time there. The events
+    read back as the same scalars (tag, value, step), in the same order.
+
+    Args:
+        writer: A tensorboardX ``SummaryWriter``.
+    """
+
+    def __init__(self, writer):
+        self.writer = writer
+        self.pending = []  # (step, tag, value)
+
+    def add_scalar(self, tag, value, step):
+        self.pending.append((int(step), _INVALID_TAG_CHARACTERS.sub("_", tag).lstrip("/"), float(value)))
+
+    def flush(self):
+        """Writes the buffered scalars: one event per step."""
+        if not self.pending:
+            return
+        from tensorboardX.proto.summary_pb2 import Summary
+        by_step = {}
+        for step, tag, value in self.pending:
+            by_step.setdefault(step, []).append(Summary.Value(tag=tag, simple_value=value))
+        self.pending = []
+        file_writer = self.writer._get_file_writer()
+        for step, values in by_step.items():
+            file_writer.add_summary(Summary(value=values), step)
+
+    def close(self):
+        """Flushes and closes the writer."""
+        try:
+            self.flush()
+        finally:
+            self.writer.close()
+
+
+def _summary_writer_class():
+    """tensorboardX's ``SummaryWriter``, imported without importing PyTorch where it is not loaded yet.
+
+    tensorboardX imports torch at its import only to accept torch tensors as values (the trainer passes
+    floats); on the TensorFlow backend that would add PyTorch's import (about a second) to every run's
+    start-up. While tensorboardX is imported, ``import torch`` fails (a ``None`` entry in ``sys.modules``),
+    which tensorboardX handles; the entry is removed right after, so torch stays importable.
+    """
+    if "tensorboardX" in sys.modules or "torch" in sys.modules:
+        from tensorboardX import SummaryWriter
+        return SummaryWriter
+    sys.modules["torch"] = None
+    try:
+        from tensorboardX import SummaryWriter
+    finally:
+        if "torch" in sys.modules and sys.modules["torch"] is None:
+            del sys.modules["torch"]
+    return SummaryWriter
 
 
 def _finite(value):

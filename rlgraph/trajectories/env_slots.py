@@ -28,6 +28,20 @@ def as_env_ids(owner, env_ids, name="env_ids"):
     return ids
 
 
+def step_signature(step):
+    """``((key, dtype, shape), ...)`` of a flat dict of numpy arrays, else None.
+
+    Builders remember the signature of the last step that passed all their checks: a step with the same
+    signature (and the same env ids) passes them too, so its checks are skipped (the per-step fast path).
+    """
+    if type(step) is not dict:
+        return None
+    try:
+        return tuple([(k, v.dtype, v.shape) for k, v in step.items()])
+    except AttributeError:  # A nested value or a list.
+        return None
+
+
 def _path_name(path):
     return "/".join(str(p) for p in path)
 
@@ -125,10 +139,13 @@ class EnvSlots:
         self.owner = owner
         self._field_specs = {k: (np.dtype(d), f) for k, (d, f) in (fields or {}).items()}
         self._store_widths = dict(stores or {})
+        #: Counts replacements of the storage and field arrays (fast paths that hold them check it).
+        self.version = 0
         self.clear()
 
     def clear(self):
         """Forgets all ids and frees the storage (the next writes may have another structure)."""
+        self.version += 1
         self.capacity = 0
         self._ids = np.zeros(0, np.int64)     # Live ids, sorted.
         self._id_slots = np.zeros(0, np.int64)  # The slot of each id in ``_ids``.
@@ -171,8 +188,17 @@ class EnvSlots:
             self._ids = ids_all[order]
             self._id_slots = np.concatenate([self._id_slots, fresh])[order]
         slots.flags.writeable = False
-        self._cache = (ids.copy(), slots)
+        self._cache = (ids.copy(), slots, ids.tobytes())
         return slots
+
+    def cached_slots(self, env_ids):
+        """The slots of ``env_ids`` if they are an int64 numpy array equal to the ids of the previous ``lookup``
+        (checked then), else None: the per-step fast path of a vector of environments."""
+        cache = self._cache
+        if cache is None or type(env_ids) is not np.ndarray or env_ids.dtype != np.int64 or \
+                env_ids.shape != cache[0].shape or env_ids.tobytes() != cache[2]:
+            return None
+        return cache[1]
 
     def find(self, ids):
         """``(slots, known)`` of ``ids`` without allocating: ``known`` marks live ids (others get slot -1)."""
@@ -203,6 +229,7 @@ class EnvSlots:
         return slots
 
     def _grow(self, capacity):
+        self.version += 1
         old = self.capacity
         for name, (dtype, fill) in self._field_specs.items():
             grown = np.full(capacity, fill, dtype)
@@ -222,6 +249,7 @@ class EnvSlots:
         leaves, spec = optree.tree_flatten(values)
         if store.leaves is None:
             store.allocate(leaves, spec, self.capacity)
+            self.version += 1
         self._check(store, leaves, spec, values, "step")
         index = store.index(slots, positions)
         for leaf, target in zip(leaves, store.leaves):
@@ -274,6 +302,15 @@ class EnvSlots:
             out[k] = array.take(index, axis=0) if array is not None else \
                 optree.tree_map(lambda a: a.take(index, axis=0), store.tree[k])
         return out
+
+    def targets(self, name, keys):
+        """The storage arrays of the top-level ``keys`` of store ``name`` (flat rows ``slot * width +
+        position``), or None if the store is not allocated or any key holds a nested value. Valid while
+        ``version`` stays the same."""
+        arrays = self.stores[name].arrays
+        if arrays is None or any(k not in arrays for k in keys):
+            return None
+        return [arrays[k] for k in keys]
 
     def keys(self, name):
         """The top-level keys of store ``name`` (empty before its first write)."""
@@ -335,6 +372,7 @@ class EnvSlots:
         self._ids, self._id_slots, self._free = ids.copy(), id_slots.copy(), free.copy()
         self.fields, self.stores = new_fields, new_stores
         self._cache = None
+        self.version += 1
 
 
 class CountedSlotsBuilder:

@@ -1,5 +1,7 @@
 """Runs one agent against a vector of environments in one process."""
 import logging
+import os
+import time
 
 import numpy as np
 
@@ -7,6 +9,24 @@ from rlgraph.utils.errors import RLGraphCheckpointError, RLGraphError
 from rlgraph.utils.run_state import load_run_state, save_run_state
 
 logger = logging.getLogger(__name__)
+
+#: Environment variable naming a file that the worker creates at its first environment step, holding the wall
+#: time (``time.time()``) right after that step as text; the first worker to step wins (an existing file is
+#: left alone, so actor processes that inherit the variable do not overwrite it). ``benchmarks/startup.py``
+#: measures start-up with it.
+STARTUP_PROBE_ENV = "RLGRAPH_STARTUP_PROBE"
+
+
+def _write_startup_probe(path):
+    """Creates ``path`` holding the current wall time (the start-up probe; see ``STARTUP_PROBE_ENV``)."""
+    stamp = time.time()
+    try:
+        with open(path, "x") as f:
+            f.write(repr(stamp))
+    except FileExistsError:
+        pass
+    except OSError as e:
+        logger.warning("%s: cannot write '%s': %s", STARTUP_PROBE_ENV, path, e)
 
 
 class VectorWorker:
@@ -25,6 +45,9 @@ class VectorWorker:
         learn: Call ``agent.update()`` when it is ready (False for pure actors).
         checkpoint_replay: Store the replay memory's contents with the run state (``train_spec.
             checkpoint_replay``; False for replays of many GB: a resumed run then refills its memory).
+
+    With the environment variable ``RLGRAPH_STARTUP_PROBE=PATH`` set, the worker writes the wall time
+    (``time.time()``) of its first environment step to ``PATH`` (start-up measurements).
     """
 
     def __init__(self, agent, env, learn=True, checkpoint_replay=True):
@@ -36,6 +59,7 @@ class VectorWorker:
         self.env_steps = 0
         self._warned_env_state = False
         self.checkpoint_replay = bool(checkpoint_replay)
+        self._startup_probe = os.environ.get(STARTUP_PROBE_ENV) or None
 
     def run(self, num_env_steps):
         """Runs at least ``num_env_steps`` environment steps (whole vector steps).
@@ -51,6 +75,9 @@ class VectorWorker:
             actions, extras = agent.get_actions(self.obs, explore=True, internal_states=self.internal_states,
                                                 return_extras=True)
             next_obs, rewards, terminals, truncations = env.step(actions)
+            if self._startup_probe is not None:
+                _write_startup_probe(self._startup_probe)
+                self._startup_probe = None
             agent.observe(self.obs, actions, rewards, env.final_obs, terminals, truncations, **extras)
             self.internal_states = agent.next_internal_states(extras, rewards, terminals | truncations)
             self.obs = next_obs

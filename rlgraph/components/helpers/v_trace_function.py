@@ -55,6 +55,10 @@ class VTraceFunction(Component):
     @rlgraph_api
     def calc_v_trace_values(self, log_probs_target, log_probs_behaviour, discounts, rewards, values,
                             bootstrap_values):
+        # Both outputs are constants for gradients: cut the inputs first, so that no backend records the
+        # recursion for a backward pass (PyTorch's autograd would, at every step).
+        log_probs_target, values, bootstrap_values = self._graph_fn_stop_gradient(log_probs_target, values,
+                                                                                 bootstrap_values)
         clipped_rhos, cs, clipped_pg_rhos = self._graph_fn_importance_weights(log_probs_target, log_probs_behaviour)
         next_values = self.sequence_helper.calc_next_values(values, bootstrap_values)
         deltas, decays = self._graph_fn_temporal_differences(clipped_rhos, cs, discounts, rewards, values,
@@ -73,6 +77,10 @@ class VTraceFunction(Component):
         return a + b
 
     # --- TensorFlow ------------------------------------------------------------------------------------
+    @graph_fn(backend="tf", returns=3)
+    def _graph_fn_stop_gradient(self, log_probs_target, values, bootstrap_values):
+        return tf.stop_gradient(log_probs_target), tf.stop_gradient(values), tf.stop_gradient(bootstrap_values)
+
     @graph_fn(backend="tf")
     def _graph_fn_importance_weights(self, log_probs_target, log_probs_behaviour):
         rhos = tf.exp(log_probs_target - log_probs_behaviour)
@@ -85,6 +93,10 @@ class VTraceFunction(Component):
         return tf.stop_gradient(vs), tf.stop_gradient(pg_advantages)
 
     # --- PyTorch -----------------------------------------------------------------------------------------
+    @graph_fn(backend="pytorch", returns=3)
+    def _graph_fn_stop_gradient(self, log_probs_target, values, bootstrap_values):
+        return log_probs_target.detach(), values.detach(), bootstrap_values.detach()
+
     @graph_fn(backend="pytorch")
     def _graph_fn_importance_weights(self, log_probs_target, log_probs_behaviour):
         rhos = torch.exp(log_probs_target - log_probs_behaviour)

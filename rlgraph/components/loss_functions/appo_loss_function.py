@@ -1,9 +1,10 @@
 """The asynchronous PPO loss: PPO clipping on V-trace advantages (Sample Factory, Petrenko et al. 2020)."""
-from rlgraph.components.helpers.input_checks import check_number, check_space
+from rlgraph.components.helpers.input_checks import check_space
 from rlgraph.components.loss_functions.impala_loss_function import IMPALALossFunction
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 from rlgraph.utils.errors import RLGraphSpaceError
+from rlgraph.utils.validation import Number, Optional, check_args
 
 
 class APPOLossFunction(IMPALALossFunction):
@@ -38,13 +39,15 @@ class APPOLossFunction(IMPALALossFunction):
 
     default_scope = "appo-loss-function"
     __aliases__ = ("appo-loss",)
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``), besides IMPALA's.
+    ARG_RULES = dict(clip_ratio=Number(min=0.0), value_clipping=Optional(Number(min=0.0)))
 
     def __init__(self, clip_ratio=0.2, value_clipping=None, normalize_advantages=False, time_reduction="mean",
                  scope=None, **kwargs):
+        args = check_args(type(self).__name__, APPOLossFunction.ARG_RULES,
+                          dict(clip_ratio=clip_ratio, value_clipping=value_clipping))
         super().__init__(time_reduction=time_reduction, scope=scope, **kwargs)
-        name = type(self).__name__
-        self.clip_ratio = check_number(name, "clip_ratio", clip_ratio, low=0.0)
-        self.value_clipping = check_number(name, "value_clipping", value_clipping, low=0.0, allow_none=True)
+        self.clip_ratio, self.value_clipping = args["clip_ratio"], args["value_clipping"]
         self.normalize_advantages = bool(normalize_advantages)
 
     def check_input_spaces(self, input_spaces, action_space=None):

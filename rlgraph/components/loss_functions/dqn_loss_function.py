@@ -1,9 +1,10 @@
 """The (double, n-step, prioritized) DQN loss."""
-from rlgraph.components.helpers.input_checks import check_number, check_same_item_shape, check_space
+from rlgraph.components.helpers.input_checks import check_same_item_shape, check_space
 from rlgraph.components.loss_functions.loss_function import LossFunction
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 from rlgraph.utils.errors import RLGraphSpaceError
+from rlgraph.utils.validation import Int, Number, check_args
 
 
 class DQNLossFunction(LossFunction):
@@ -39,16 +40,17 @@ class DQNLossFunction(LossFunction):
 
     default_scope = "dqn-loss-function"
     __aliases__ = ("dqn-loss",)
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``).
+    ARG_RULES = dict(huber_delta=Number(gt=0.0), n_step=Int(min=1), discount=Number(min=0.0, max=1.0))
 
     def __init__(self, double_q=True, huber_loss=True, huber_delta=1.0, n_step=1, discount=0.99,
                  importance_weights=False, scope=None, **kwargs):
         super().__init__(scope=scope, **kwargs)
-        name = type(self).__name__
+        args = check_args(type(self).__name__, DQNLossFunction.ARG_RULES,
+                          dict(huber_delta=huber_delta, n_step=n_step, discount=discount))
         self.double_q = bool(double_q)
         self.huber_loss = bool(huber_loss)
-        self.huber_delta = check_number(name, "huber_delta", huber_delta, positive=True)
-        self.n_step = check_number(name, "n_step", n_step, low=1, integer=True)
-        self.discount = check_number(name, "discount", discount, 0.0, 1.0)
+        self.huber_delta, self.n_step, self.discount = args["huber_delta"], args["n_step"], args["discount"]
         self.importance_weights = bool(importance_weights)
 
     def check_input_spaces(self, input_spaces, action_space=None):
@@ -100,15 +102,13 @@ class DQNLossFunction(LossFunction):
     @graph_fn(backend="pytorch")
     def _graph_fn_loss_per_item(self, q_values_s, actions, rewards, terminals, qt_values_sp, q_values_sp):
         q_s_a = q_values_s.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
-        selector = q_values_sp if self.double_q else qt_values_sp
-        qt_sp = qt_values_sp.gather(-1, selector.argmax(dim=-1, keepdim=True)).squeeze(-1)
-        not_done = 1.0 - terminals.to(rewards.dtype)
-        targets = rewards + (self.discount ** self.n_step) * not_done * qt_sp
-        td_errors = targets.detach() - q_s_a
-        if self.huber_loss:
-            abs_td = td_errors.abs()
-            loss = torch.where(abs_td <= self.huber_delta, 0.5 * td_errors.square(),
-                               self.huber_delta * (abs_td - 0.5 * self.huber_delta))
-        else:
-            loss = 0.5 * td_errors.square()
-        return loss, td_errors.detach()
+        with torch.no_grad():  # The targets are constants: no autograd graph for them.
+            selector = q_values_sp if self.double_q else qt_values_sp
+            qt_sp = qt_values_sp.gather(-1, selector.argmax(dim=-1, keepdim=True)).squeeze(-1)
+            not_done = 1.0 - terminals.to(rewards.dtype)
+            targets = rewards + (self.discount ** self.n_step) * not_done * qt_sp
+        if self.huber_loss:  # One fused op (the same formula, forward and backward).
+            loss = torch.nn.functional.huber_loss(q_s_a, targets, reduction="none", delta=self.huber_delta)
+            return loss, targets - q_s_a.detach()
+        td_errors = targets - q_s_a
+        return 0.5 * td_errors.square(), td_errors.detach()

@@ -1,10 +1,10 @@
 """The IMPALA actor-critic loss with V-trace targets (Espeholt et al. 2018)."""
-from rlgraph.components.helpers.input_checks import check_number, check_space
+from rlgraph.components.helpers.input_checks import check_space
 from rlgraph.components.helpers.v_trace_function import VTraceFunction
 from rlgraph.components.loss_functions.loss_function import LossFunction
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
-from rlgraph.utils.errors import RLGraphSpecError
+from rlgraph.utils.validation import Number, OneOf, Optional, check_args
 
 #: Accepted values of ``reward_clipping``.
 REWARD_CLIPPINGS = ("clamp_one", "soft_asymmetric", None)
@@ -51,26 +51,31 @@ class IMPALALossFunction(LossFunction):
     #: The API arguments laid out as sequences, with their kinds.
     sequence_args = (("log_probs", "float"), ("behaviour_log_probs", "float"), ("entropies", "float"),
                      ("values", "float"), ("rewards", "float"), ("terminals", "flag"))
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``); the V-trace thresholds as
+    #: ``VTraceFunction`` takes them (inf or None: no clipping).
+    ARG_RULES = dict(discount=Number(min=0.0, max=1.0), reward_clipping=OneOf(*REWARD_CLIPPINGS),
+                     weight_pg=Number(), weight_baseline=Number(), weight_entropy=Number(),
+                     rho_bar=Optional(Number(min=0.0, finite=False)),
+                     rho_bar_pg=Optional(Number(min=0.0, finite=False)),
+                     c_bar=Optional(Number(min=0.0, finite=False)), lambda_=Number(min=0.0, max=1.0),
+                     time_reduction=OneOf("sum", "mean"))
 
     def __init__(self, discount=0.99, reward_clipping="clamp_one", weight_pg=1.0, weight_baseline=0.5,
                  weight_entropy=0.01, rho_bar=1.0, rho_bar_pg=1.0, c_bar=1.0, lambda_=1.0, time_major=True,
                  time_reduction="sum", scope=None, **kwargs):
+        args = check_args(type(self).__name__, IMPALALossFunction.ARG_RULES, dict(
+            discount=discount, reward_clipping=reward_clipping, weight_pg=weight_pg, weight_baseline=weight_baseline,
+            weight_entropy=weight_entropy, rho_bar=rho_bar, rho_bar_pg=rho_bar_pg, c_bar=c_bar, lambda_=lambda_,
+            time_reduction=time_reduction))
         self.v_trace_function = VTraceFunction(rho_bar=rho_bar, rho_bar_pg=rho_bar_pg, c_bar=c_bar, lambda_=lambda_,
                                                time_major=time_major)
         super().__init__(self.v_trace_function, scope=scope, **kwargs)
-        name = type(self).__name__
-        self.discount = check_number(name, "discount", discount, 0.0, 1.0)
-        if reward_clipping not in REWARD_CLIPPINGS:
-            raise RLGraphSpecError(f"{name}: reward_clipping must be one of {REWARD_CLIPPINGS}, "
-                                   f"got {reward_clipping!r}.")
-        self.reward_clipping = reward_clipping
-        self.weight_pg = check_number(name, "weight_pg", weight_pg)
-        self.weight_baseline = check_number(name, "weight_baseline", weight_baseline)
-        self.weight_entropy = check_number(name, "weight_entropy", weight_entropy)
+        self.discount = args["discount"]
+        self.reward_clipping = args["reward_clipping"]
+        self.weight_pg, self.weight_baseline = args["weight_pg"], args["weight_baseline"]
+        self.weight_entropy = args["weight_entropy"]
         self.time_major = bool(time_major)
-        if time_reduction not in ("sum", "mean"):
-            raise RLGraphSpecError(f"{name}: time_reduction must be 'sum' or 'mean', got {time_reduction!r}.")
-        self.time_reduction = time_reduction
+        self.time_reduction = args["time_reduction"]
 
     def check_input_spaces(self, input_spaces, action_space=None):
         for arg, kind in self.sequence_args:

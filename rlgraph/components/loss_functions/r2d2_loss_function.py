@@ -1,10 +1,11 @@
 """The R2D2 sequence loss: n-step double Q-learning with value rescaling and burn-in (Kapturowski et al. 2019)."""
-from rlgraph.components.helpers.input_checks import check_number, check_same_item_shape, check_space
+from rlgraph.components.helpers.input_checks import check_same_item_shape, check_space
 from rlgraph.components.helpers.n_step_returns import NStepReturns
 from rlgraph.components.helpers.value_function_rescaling import ValueFunctionRescaling
 from rlgraph.components.loss_functions.loss_function import LossFunction
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
+from rlgraph.utils.validation import Int, Number, check_args
 
 
 class R2D2LossFunction(LossFunction):
@@ -48,20 +49,23 @@ class R2D2LossFunction(LossFunction):
 
     default_scope = "r2d2-loss-function"
     __aliases__ = ("r2d2-loss",)
+    #: What the constructor's arguments must be (``rlgraph.utils.validation``).
+    ARG_RULES = dict(burn_in=Int(min=0), n_step=Int(min=1), discount=Number(min=0.0, max=1.0), epsilon=Number(min=0.0),
+                     eta=Number(min=0.0, max=1.0), huber_delta=Number(gt=0.0))
 
     def __init__(self, burn_in=40, n_step=5, discount=0.997, epsilon=1e-3, eta=0.9, huber_loss=False,
                  huber_delta=1.0, importance_weights=False, time_major=False, scope=None, **kwargs):
-        name = type(self).__name__
-        self.n_step = check_number(name, "n_step", n_step, low=1, integer=True)
-        self.discount = check_number(name, "discount", discount, 0.0, 1.0)
+        args = check_args(type(self).__name__, R2D2LossFunction.ARG_RULES, dict(
+            burn_in=burn_in, n_step=n_step, discount=discount, epsilon=epsilon, eta=eta, huber_delta=huber_delta))
+        self.n_step, self.discount = args["n_step"], args["discount"]
         self.time_major = bool(time_major)
-        self.value_rescaling = ValueFunctionRescaling(epsilon=epsilon)
+        self.value_rescaling = ValueFunctionRescaling(epsilon=args["epsilon"])
         self.n_step_returns = NStepReturns(n_step=self.n_step, discount=self.discount, time_major=self.time_major)
         super().__init__(self.value_rescaling, self.n_step_returns, scope=scope, **kwargs)
-        self.burn_in = check_number(name, "burn_in", burn_in, low=0, integer=True)
-        self.eta = check_number(name, "eta", eta, 0.0, 1.0)
+        self.burn_in = args["burn_in"]
+        self.eta = args["eta"]
         self.huber_loss = bool(huber_loss)
-        self.huber_delta = check_number(name, "huber_delta", huber_delta, positive=True)
+        self.huber_delta = args["huber_delta"]
         self.importance_weights = bool(importance_weights)
 
     def check_input_spaces(self, input_spaces, action_space=None):
