@@ -232,3 +232,37 @@ def test_horovod_without_horovod_names_the_working_path():
     from rlgraph.utils.errors import RLGraphBackendError
     with pytest.raises(RLGraphBackendError, match=r"rlgraph\[horovod\].*all_reduce 'native'"):
         init_process_group("pytorch", 0, 1, ["127.0.0.1:1"], 5, all_reduce="horovod")
+
+
+def test_learner_addresses_must_leave_learner_0s_control_port_free(tmp_path):
+    from rlgraph.execution.runner import make_engine
+    from rlgraph.utils.errors import RLGraphSpecError
+    config = json.load(open(_small_appo(tmp_path, num_learners=2,
+                                        learner_addresses=["127.0.0.1:29700", "127.0.0.1:29701"])))
+    with pytest.raises(RLGraphSpecError, match=r"control channel uses its port \+ 1 \(127\.0\.0\.1:29701\)"):
+        make_engine(config, "distributed", backend="pytorch")
+
+
+def test_learners_started_by_hand_at_given_addresses_train_together(tmp_path):
+    """The multi-machine form on the loopback address: learner 1 started with --learner-rank 1, learner 0 trains;
+    both step the same number of environment steps and learner 1 ends when learner 0 stops it."""
+    addresses = [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]
+    config = _small_appo(tmp_path, num_learners=2, learner_addresses=addresses, learner_timeout_s=60)
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    follower = subprocess.Popen([sys.executable, "-m", "rlgraph.cli", "train", config, "--backend", "pytorch",
+                                 "--executor", "distributed", "--learner-rank", "1"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        proc = run_cli([config, "--backend", "pytorch", "--executor", "distributed", "--steps", "4000",
+                        "--logdir", str(tmp_path / "run")], timeout=240)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        out, err = follower.communicate(timeout=60)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.communicate()
+    assert follower.returncode == 0, err[-3000:]
+    assert json.loads(out[out.index("{"):out.rindex("}") + 1])["learner_rank"] == 1
+    summary = json.load(open(tmp_path / "run" / "summary.json"))
+    assert summary["learner_env_steps"] == [2000, 2000]
+    assert summary["learner_addresses"] == addresses

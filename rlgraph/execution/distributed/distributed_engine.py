@@ -68,6 +68,10 @@ class DistributedEngine:
             self.addresses = list(spec.learner_addresses)
             host, port = self.addresses[0].rsplit(":", 1)
             control = (host, int(port) + 1)
+            if f"{host}:{int(port) + 1}" in self.addresses:
+                raise RLGraphSpecError(f"execution_spec.learner_addresses: learner 0's control channel uses its port "
+                                       f"+ 1 ({host}:{int(port) + 1}), which another learner's address names; leave "
+                                       f"that port free (e.g. ports two apart).")
         self.control_address = f"{control[0]}:{control[1]}"
         try:
             listener = _listen(*control)
