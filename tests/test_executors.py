@@ -289,3 +289,42 @@ def test_nested_arguments_reach_the_right_places(backend):
         np.testing.assert_allclose(out["a"], b * 2.0 + p0, rtol=1e-6)
         np.testing.assert_allclose(out["b"], a - p1 + (1.0 if offset is None else offset), rtol=1e-6)
         np.testing.assert_array_equal(out["n"], n + 1)
+
+
+def test_container_inputs_fast_path_matches_the_general_path():
+    from rlgraph.executors.input_checker import make_input_checker
+    from rlgraph.spaces import Tuple
+    space = Dict(b=FloatBox(shape=(2,)), a=Tuple(IntBox(3), FloatBox(low=0.0, high=1.0)), add_batch_rank=True)
+    check = make_input_checker(space, "run", "obs", "root")
+    b, i, f = np.ones((3, 2), np.float32), np.array([0, 2, 1], np.int32), np.array([0.0, 0.5, 1.0], np.float32)
+    out = check(dict(b=b, a=(i, f)))
+    # Leaves pass as they are; the structure comes back as the general path rebuilds it (space key order).
+    assert list(out) == ["a", "b"]
+    assert out["b"] is b and out["a"][0] is i and out["a"][1] is f and type(out["a"]) is tuple
+    # Values the fast path does not take as they are: converted by the general path.
+    cast = check(dict(a=[i.astype(np.int64), f.astype(np.float64)], b=b.tolist()))
+    assert cast["b"].dtype == np.float32 and cast["a"][0].dtype == np.int32 and type(cast["a"]) is tuple
+    np.testing.assert_array_equal(cast["b"], b)
+    # Bad values: the general path's errors, naming the key.
+    for bad, words in [(dict(a=(i, f)), "missing key 'b'"), (dict(a=(i, f), b=b, c=b), "unexpected key 'c'"),
+                       (dict(a=(np.array([0, 5, 1], np.int32), f), b=b), "a/0"),
+                       (dict(a=(i, np.array([0.0, 2.0, 1.0], np.float32)), b=b), "a/1"),
+                       (dict(a=(i, f), b=np.ones((3, 3), np.float32)), "expected shape")]:
+        with pytest.raises(RLGraphSpaceError) as info:
+            check(bad)
+        assert "API method 'run'" in str(info.value) and "argument 'obs'" in str(info.value)
+        assert words in str(info.value) and space.describe_mismatch(bad) in str(info.value)
+
+
+def test_component_variables_follow_changes_to_the_tree():
+    net = NeuralNetwork(DenseLayer(3))
+    test = ComponentTest(net, dict(inputs=STATES), backend="pytorch")
+    before = net._graph_fn_variables()
+    assert sorted(before) == sorted(test.executor.execute("variables"))
+    assert net._graph_fn_variables() == before
+    extra = net.get_variable("extra", shape=(2,), dtype=np.float32)
+    after = net._graph_fn_variables()
+    assert after["extra"] is extra and set(after) - set(before) == {"extra"}
+    net.variable_registry.pop(f"{net.global_scope}/extra")
+    net.weight_names.discard(f"{net.global_scope}/extra")
+    assert net._graph_fn_variables() == before

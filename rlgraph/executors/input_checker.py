@@ -1,7 +1,7 @@
 """Checks API arguments against their spaces before any backend call."""
 import numpy as np
 
-from rlgraph.spaces import BoxSpace, FloatBox, IntBox, TextBox
+from rlgraph.spaces import BoxSpace, ContainerSpace, Dict, FloatBox, IntBox, TextBox
 from rlgraph.utils.errors import RLGraphAPIError, RLGraphSpaceError
 
 PYTHON_TYPES = (int, float, bool)
@@ -21,8 +21,9 @@ def describe_value(x):
 def make_input_checker(space, api_method, arg, component):
     """Returns ``check(x) -> x'``: ``x`` converted to the space's dtype, or an ``RLGraphSpaceError``.
 
-    Arrays that already have the space's dtype and shape and need no bounds check pass with a few
-    attribute comparisons.
+    Arrays (and dicts/tuples of arrays) that already have each leaf's dtype and shape pass with a few attribute
+    comparisons per leaf (and the bounds check where the space has finite bounds); anything else takes the
+    general path, which converts or raises.
     """
     where = f"API method '{api_method}' of '{component}', argument '{arg}'"
 
@@ -45,8 +46,55 @@ def make_input_checker(space, api_method, arg, component):
                 for k, v in flat.items()}
         return space.unflatten(cast)
 
-    if not isinstance(space, BoxSpace) or isinstance(space, TextBox):
+    fast = _fast_checker(space)
+    if fast is None:
         return slow
+
+    def check(x):
+        try:
+            return fast(x)
+        except _Mismatch:
+            return slow(x)
+    return check
+
+
+class _Mismatch(Exception):
+    """Raised by a fast checker for a value it does not take as is; the slow path then checks (and names the
+    error of) the whole value."""
+
+
+def _fast_checker(space):
+    """``fast(x) -> x'`` for values that already have each leaf's exact dtype and shape, raising ``_Mismatch``
+    otherwise (the slow path then converts or reports); None for spaces without a fast path (text leaves).
+
+    Container values come back rebuilt as the slow path rebuilds them (dicts in the space's key order, tuples),
+    their leaf arrays untouched.
+    """
+    if isinstance(space, ContainerSpace):
+        keys, children = space._child_keys(), [_fast_checker(c) for c in space._children()]
+        if any(c is None for c in children):
+            return None
+        pairs = tuple(zip(keys, children))
+        if isinstance(space, Dict):
+            n = len(pairs)
+
+            def check_dict(x):
+                if type(x) is not dict or len(x) != n:
+                    raise _Mismatch
+                try:
+                    return {k: c(x[k]) for k, c in pairs}
+                except KeyError:
+                    raise _Mismatch from None
+            return check_dict
+        n = len(children)
+
+        def check_tuple(x):
+            if type(x) is not tuple or len(x) != n:
+                raise _Mismatch
+            return tuple(c(v) for c, v in zip(children, x))
+        return check_tuple
+    if not isinstance(space, BoxSpace) or isinstance(space, TextBox):
+        return None
     dtype = np.dtype(space.dtype)
     if isinstance(space, IntBox):
         # A box spanning its dtype's whole range (e.g. uint8 images) cannot be left by a value of that dtype.
@@ -55,17 +103,17 @@ def make_input_checker(space, api_method, arg, component):
     else:
         needs_bounds = isinstance(space, FloatBox) and (np.any(np.isfinite(space.low)) or
                                                          np.any(np.isfinite(space.high)))
-    if needs_bounds:
-        return slow
     lead = int(space.has_batch_rank) + int(space.has_time_rank)
     shape = tuple(space.shape)
     ndim = lead + len(shape)
     ndarray = np.ndarray
+    bounds = space._bounds_mismatch if needs_bounds else None
 
     def check(x):
-        if type(x) is ndarray and x.dtype == dtype and x.ndim == ndim and x.shape[lead:] == shape:
+        if type(x) is ndarray and x.dtype == dtype and x.ndim == ndim and x.shape[lead:] == shape and \
+                (bounds is None or bounds(x) is None):
             return x
-        return slow(x)
+        raise _Mismatch
     return check
 
 

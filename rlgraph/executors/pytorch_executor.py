@@ -34,6 +34,9 @@ class PyTorchExecutor(GraphExecutor):
         def convert_out(out):
             if type(out) is tensor_type:
                 return out.detach().numpy() if device is None else out.detach().cpu().numpy()
+            if type(out) is dict and device is None:
+                # Dicts of plain tensors (acting, updates) without the general path's per-value dispatch.
+                return {k: v.detach().numpy() if type(v) is tensor_type else to_numpy(v) for k, v in out.items()}
             return to_numpy(out)
 
         if not defaults and len(dynamic) == 1:
@@ -48,10 +51,16 @@ class PyTorchExecutor(GraphExecutor):
 
         pairs = [(checkers[p], c) for p, c in zip(dynamic, converters)]
         n = len(params)
+        # Positional calls giving exactly the space-checked arguments, when they come first (e.g. ``act(states)``
+        # with its static arguments left at their defaults), skip binding.
+        n_leading = len(dynamic) if params[:len(dynamic)] == dynamic else -1
 
         def call(*args, **kwargs):
-            if not defaults and not kwargs and len(args) == n:
-                return convert_out(fn(*[conv(check(a)) for (check, conv), a in zip(pairs, args)]))
+            if not kwargs:
+                if not defaults and len(args) == n:
+                    return convert_out(fn(*[conv(check(a)) for (check, conv), a in zip(pairs, args)]))
+                if len(args) == n_leading:
+                    return convert_out(fn(*[conv(check(a)) for (check, conv), a in zip(pairs, args)], **defaults))
             dyn, static = general(name, params, dynamic, checkers, defaults, args, kwargs, component)
             if not defaults:
                 return convert_out(fn(*[conv(v) for (_, conv), v in zip(pairs, dyn)]))
