@@ -39,6 +39,16 @@ class StepCheck:
         self.state_space, self.action_space = state_space, action_space
         self._batched_states = state_space.with_batch_rank()
         self._batched_actions = action_space.with_batch_rank()
+        # Per space, decided once (isinstance checks against the space classes are not free on every step):
+        # None for spaces checked as a whole, else (item shape, dtype, "int" / "float" / None for the scan).
+        self._plans = {id(space): self._plan(space) for space in (state_space, action_space)}
+
+    @staticmethod
+    def _plan(space):
+        if not isinstance(space, BoxSpace) or isinstance(space, TextBox):
+            return None
+        kind = "int" if isinstance(space, IntBox) else "float" if isinstance(space, FloatBox) else None
+        return tuple(space.shape), space.dtype, kind
 
     def error(self, arg, text):
         return RLGraphSpaceError(f"{self.owner}.observe(): argument '{arg}': {text}")
@@ -59,26 +69,28 @@ class StepCheck:
     def rows(self, arg, value, space, batched, n, scan):
         """``value`` as a batch of ``n`` items of ``space`` (``batched``: with a batch rank); ``scan``: also check
         the values (bounds, finite)."""
-        if isinstance(space, BoxSpace) and not isinstance(space, TextBox):
+        plan = self._plans[id(space)] if id(space) in self._plans else self._plan(space)
+        if plan is not None:
+            item_shape, dtype, kind = plan
             try:
                 arr = value if type(value) is np.ndarray else np.asarray(value)
             except Exception as e:  # Ragged lists and the like.
                 raise self.error(arg, f"cannot convert {type(value).__name__} to an array ({e}).") from None
-            shape = (n,) + tuple(space.shape)
-            if arr.shape != shape:
+            if arr.shape[:1] != (n,) or arr.shape[1:] != item_shape:
+                shape = (n,) + item_shape
                 raise self.error(arg, f"expected shape {shape} ({n} rows of {space!r}, one per row of terminals), got "
                                       f"shape {arr.shape}.")
-            if arr.dtype != space.dtype:
+            if arr.dtype != dtype:
                 if not space._accepts_dtype(arr.dtype):
                     raise self.error(arg, f"expected dtype {space.dtype} ({space!r}), got {arr.dtype} (values "
                                           f"{_preview(arr)}).")
-                arr = arr.astype(space.dtype)
+                arr = arr.astype(dtype)
             if scan:
-                if isinstance(space, IntBox):
+                if kind == "int":
                     reason = batched._bounds_mismatch(arr)
                     if reason is not None:
                         raise self.error(arg, f"expected {space!r}, got {reason}.")
-                elif isinstance(space, FloatBox) and not np.isfinite(arr).all():
+                elif kind == "float" and not np.isfinite(arr).all():
                     raise self.error(arg, f"expected finite values, got {_preview(arr[~np.isfinite(arr)])} at row(s) "
                                           f"{np.flatnonzero(~np.isfinite(arr).reshape(n, -1).all(1)).tolist()[:8]}.")
             return arr

@@ -162,20 +162,20 @@ class BoxSpace(Space):
         return arr
 
     def _mismatch(self, x, prefix):
-        kn = key_note(prefix)
+        # Hot path (input checks of every API call): the messages' parts are only built for a mismatch.
         try:
-            arr = np.asarray(x)
+            arr = x if type(x) is np.ndarray else np.asarray(x)
         except Exception as e:  # ragged lists and the like
-            return f"{kn}cannot convert {type(x).__name__} to an array ({e})"
-        expected = self.get_shape(with_batch_rank=True, with_time_rank=True)
-        n_lead = self.num_leading_ranks
-        if arr.ndim != len(expected) or tuple(arr.shape[n_lead:]) != self._shape:
-            return f"{kn}expected shape {expected}{self._rank_note()}, got {tuple(arr.shape)}"
-        if not self._accepts_dtype(arr.dtype):
-            return f"{kn}expected dtype {self._dtype}, got {arr.dtype} (values {_preview(arr)})"
+            return f"{key_note(prefix)}cannot convert {type(x).__name__} to an array ({e})"
+        n_lead = int(self.has_batch_rank) + int(self.has_time_rank)
+        if arr.ndim != n_lead + len(self._shape) or arr.shape[n_lead:] != self._shape:
+            expected = self.get_shape(with_batch_rank=True, with_time_rank=True)
+            return f"{key_note(prefix)}expected shape {expected}{self._rank_note()}, got {tuple(arr.shape)}"
+        if arr.dtype != self._dtype and not self._accepts_dtype(arr.dtype):
+            return f"{key_note(prefix)}expected dtype {self._dtype}, got {arr.dtype} (values {_preview(arr)})"
         reason = self._bounds_mismatch(arr)
         if reason is not None:
-            return kn + reason
+            return key_note(prefix) + reason
         return None
 
     def _first_bad(self, arr, ok):

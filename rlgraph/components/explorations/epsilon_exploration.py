@@ -63,6 +63,10 @@ class EpsilonExploration(Component):
 
     def _first_leaf(self, sample):
         """The first primitive value of ``sample`` and its item rank (plain Python, backend-free)."""
+        if not isinstance(sample, (dict, tuple)):  # A primitive sample space: the value is its only leaf.
+            flat_spaces = self._sample_space.flatten()
+            if len(flat_spaces) == 1 and "" in flat_spaces:
+                return sample, len(flat_spaces[""].shape)
         flat = self._sample_space.flatten_value(sample)
         key = next(iter(flat))
         return flat[key], len(self._sample_space.flatten()[key].shape)
@@ -92,7 +96,11 @@ class EpsilonExploration(Component):
     def _graph_fn_explore_mask(self, sample, epsilon):
         leaf, item_rank = self._first_leaf(sample)
         lead = leaf.dim() - item_rank
+        uniform = torch.rand(leaf.shape[:lead], device=leaf.device)
+        if type(epsilon) is torch.Tensor and epsilon.dtype is torch.float32 and epsilon.dim() == 0 \
+                and epsilon.device == leaf.device:
+            return uniform < epsilon  # A schedule's epsilon (the common case): no conversion, the same compare.
         eps = torch.as_tensor(epsilon, dtype=torch.float32, device=leaf.device)
         if lead > eps.dim():
             eps = eps.reshape(tuple(eps.shape) + (1,) * (lead - eps.dim()))
-        return torch.rand(tuple(leaf.shape[:lead]), device=leaf.device) < eps
+        return uniform < eps

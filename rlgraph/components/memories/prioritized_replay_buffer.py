@@ -9,7 +9,7 @@ import logging
 
 import numpy as np
 
-from rlgraph.components.memories.segment_tree import SumMinSegmentTree, check_priorities
+from rlgraph.components.memories.segment_tree import SumMinSegmentTree, check_priorities, last_write_wins
 from rlgraph.utils.errors import RLGraphError
 
 logger = logging.getLogger(__name__)
@@ -133,15 +133,25 @@ class PrioritizedReplayBuffer(object):
             if priorities is not None:
                 priorities = priorities[skip:]
             batch = self._capacity
-        indices = (self._next_index + np.arange(batch, dtype=np.int64)) % self._capacity
-        for key, value in arrays.items():
-            self._storage[key][indices] = value
+        start = self._next_index
+        if start + batch <= self._capacity:
+            # No wrap: one contiguous block of slots, sorted and unique (the trees' unchecked write path).
+            indices = np.arange(start, start + batch, dtype=np.int64)
+            for key, value in arrays.items():
+                self._storage[key][start:start + batch] = value
+        else:
+            indices = (start + np.arange(batch, dtype=np.int64)) % self._capacity
+            for key, value in arrays.items():
+                self._storage[key][indices] = value
         if priorities is None:
             stored = np.full(batch, self.max_priority ** self.alpha)
         else:
             stored = priorities ** self.alpha
             self.max_priority = max(self.max_priority, float(priorities.max()))
-        self._tree.update(indices, stored)
+        if start + batch <= self._capacity:
+            self._tree.write_checked(indices, check_priorities(stored, "values"))
+        else:
+            self._tree.update(indices, stored)
         self._next_index = (self._next_index + batch) % self._capacity
         self._size = min(self._size + batch, self._capacity)
 
@@ -176,7 +186,7 @@ class PrioritizedReplayBuffer(object):
         prefix_sums = (np.arange(num_records, dtype=np.float64) + rng.random(num_records)) * segment
         indices = self._tree.find_prefix_sum_indices(prefix_sums)
         # (N P(i))^-beta / (N p_min / total)^-beta == (p_min / p_i)^beta.
-        weights = (self._tree.min() / self._tree.get(indices)) ** beta
+        weights = (self._tree.min() / self._tree.sum_tree.values.take(indices + self._tree.tree_size)) ** beta
         records = {key: value.take(indices, axis=0) for key, value in self._storage.items()}
         return records, indices, weights.astype(np.float32)
 
@@ -195,7 +205,8 @@ class PrioritizedReplayBuffer(object):
             return
         if indices.dtype.kind not in "iu" or indices.min() < 0 or indices.max() >= self._size:
             raise RLGraphError("Indices must be ints of stored records in [0, {}).".format(self._size))
-        self._tree.update(indices, priorities ** self.alpha)
+        stored = check_priorities(priorities ** self.alpha, "values")
+        self._tree.write_checked(*last_write_wins(indices.astype(np.int64, copy=False), stored))
         self.max_priority = max(self.max_priority, float(priorities.max()))
 
     def get_priorities(self, indices):

@@ -213,15 +213,27 @@ class SegmentTree(object):
         return nodes.reshape(shape)
 
 
+# Once the touched nodes of a level span at most this many nodes, the whole span is recomputed from contiguous
+# slices (one ufunc call per level and tree) instead of gathering and scattering the touched nodes.
+_SPAN_BELOW = 512
+
+# Shift amounts for the path from a node to the root.
+_SHIFTS = np.arange(64, dtype=np.int64)
+
+
 def _propagate(trees, nodes, depth):
     """Recomputes all ancestors of the leaf `nodes` in every tree of `trees` (all of the same size).
 
     Level by level, each parent is recomputed from its two children. `nodes` must be sorted. Small batches skip
     deduplicating parents (cheaper): a parent listed twice gets the same value twice, because all its children
-    were finalized one level below.
+    were finalized one level below. Once the parents of a level lie within `_SPAN_BELOW` consecutive nodes, every
+    node of that range is recomputed with slices: the untouched ones keep their value (a parent always equals
+    the operation of its children), the touched ones get exactly the value the gather/scatter path gives.
     """
     nodes = nodes >> 1
-    for _ in range(depth):
+    lo, hi = int(nodes[0]), int(nodes[-1]) + 1
+    level = 0
+    while level < depth and hi - lo > _SPAN_BELOW:
         if nodes.size > _DEDUPE_ABOVE:
             # Large batches: drop repeated parents so the work shrinks geometrically towards the root.
             keep = np.empty(nodes.size, dtype=bool)
@@ -232,6 +244,25 @@ def _propagate(trees, nodes, depth):
             pair = tree._children.take(nodes, axis=0)
             tree.values[nodes] = tree._np_op(pair[:, 0], pair[:, 1])
         nodes >>= 1
+        lo, hi = lo >> 1, ((hi - 1) >> 1) + 1
+        level += 1
+    while level < depth and hi - lo > 1:
+        for tree in trees:
+            pair = tree._children[lo:hi]
+            tree._np_op(pair[:, 0], pair[:, 1], out=tree.values[lo:hi])
+        lo, hi = lo >> 1, ((hi - 1) >> 1) + 1
+        level += 1
+    if level < depth:
+        # One node left per level: the path from `lo` to the root. Parent = op(child, sibling) along the path is
+        # one sequential accumulate (np.add.accumulate adds left to right; both operations commute exactly).
+        path = lo >> _SHIFTS[: depth - level]
+        siblings = path[:-1] ^ 1
+        for tree in trees:
+            values = tree.values
+            chain = np.empty(path.size, dtype=np.float64)
+            chain[0] = tree._py_op(values[2 * lo], values[2 * lo + 1])
+            values.take(siblings, out=chain[1:])
+            values[path] = tree._np_op.accumulate(chain)
 
 
 class SumMinSegmentTree(object):
@@ -256,8 +287,20 @@ class SumMinSegmentTree(object):
     def update(self, indices, values):
         """Sets leaves `indices` to `values` (finite, >= 0) in both trees; for repeated indices the last wins."""
         indices = self.sum_tree._check_indices(indices).reshape(-1)
-        values = check_priorities(np.broadcast_to(np.asarray(values, dtype=np.float64), indices.shape), "values")
+        values = np.asarray(values, dtype=np.float64)
+        if values.shape != indices.shape:
+            values = np.broadcast_to(values, indices.shape)
+        values = check_priorities(values, "values")
         indices, values = last_write_wins(indices, values)
+        self.write_checked(indices, values)
+
+    def write_checked(self, indices, values):
+        """`update` without its checks, for callers that made the indices and values themselves.
+
+        Args:
+            indices (np.ndarray): 1-D int64 leaf indices in [0, capacity), sorted and unique.
+            values (np.ndarray): 1-D float64 values (finite, >= 0), one per index.
+        """
         if indices.size == 0:
             return
         nodes = indices + self.tree_size
