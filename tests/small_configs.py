@@ -1,4 +1,5 @@
 """Shared helpers of command-line tests: small configs written to a test's tmp_path, runs of `rlgraph train`."""
+import contextlib
 import json
 import os
 import subprocess
@@ -30,11 +31,29 @@ def small_dqn_config(tmp_path, **changes):
 FINAL_EVAL_FLOOR = 350
 
 
+def _cli(args):
+    cmd = [sys.executable, "-m", "rlgraph.cli", "train"] + list(args)
+    return cmd, dict(os.environ, OMP_NUM_THREADS="1", RAY_USAGE_STATS_ENABLED="0")
+
+
 def run_cli(args, timeout=400):
     """``rlgraph train ARGS`` in a fresh process (one math thread, no Ray usage stats)."""
-    cmd = [sys.executable, "-m", "rlgraph.cli", "train"] + list(args)
-    env = dict(os.environ, OMP_NUM_THREADS="1", RAY_USAGE_STATS_ENABLED="0")
+    cmd, env = _cli(args)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+@contextlib.contextmanager
+def cli_process(args):
+    """``rlgraph train ARGS`` started in the background (as ``run_cli``), text pipes; killed on leaving if it is
+    still running, so that no test leaves a process behind."""
+    cmd, env = _cli(args)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 def train_on_engine(executor, name, backend, tmp_path, max_steps, seed=1, extra=()):

@@ -17,7 +17,7 @@ import pytest
 
 from rlgraph.execution.distributed.control import free_port
 from rlgraph.utils.backend import backend_available
-from small_configs import FINAL_EVAL_FLOOR, run_cli
+from small_configs import FINAL_EVAL_FLOOR, cli_process, run_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIGS = os.path.join(HERE, "..", "configs")
@@ -147,11 +147,8 @@ def test_a_learner_that_dies_ends_the_run_with_its_name(tmp_path):
     """SIGKILL of learner 1 mid-run: learner 0 stops within the timeout with an error naming learner 1."""
     config = _small_appo(tmp_path, learner_timeout_s=10)
     logdir = tmp_path / "run"
-    cmd = [sys.executable, "-m", "rlgraph.cli", "train", config, "--backend", "pytorch", "--executor", "distributed",
-           "--num-learners", "2", "--seconds", "300", "--logdir", str(logdir)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, OMP_NUM_THREADS="1"))
-    try:
+    with cli_process([config, "--backend", "pytorch", "--executor", "distributed", "--num-learners", "2",
+                      "--seconds", "300", "--logdir", str(logdir)]) as proc:
         deadline = time.monotonic() + 120
         pid = None
         while pid is None and time.monotonic() < deadline and proc.poll() is None:
@@ -163,10 +160,6 @@ def test_a_learner_that_dies_ends_the_run_with_its_name(tmp_path):
         time.sleep(2.0)  # Let the learners train a little.
         os.kill(pid, signal.SIGKILL)
         _, stderr = proc.communicate(timeout=90)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert proc.returncode != 0
     assert "learner 1" in stderr and "died" in stderr, stderr[-3000:]
     assert not (logdir / "checkpoint").exists()  # A failing run writes no checkpoint.
@@ -248,19 +241,11 @@ def test_learners_started_by_hand_at_given_addresses_train_together(tmp_path):
     both step the same number of environment steps and learner 1 ends when learner 0 stops it."""
     addresses = [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]
     config = _small_appo(tmp_path, num_learners=2, learner_addresses=addresses, learner_timeout_s=60)
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    follower = subprocess.Popen([sys.executable, "-m", "rlgraph.cli", "train", config, "--backend", "pytorch",
-                                 "--executor", "distributed", "--learner-rank", "1"], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=env)
-    try:
+    with cli_process([config, "--backend", "pytorch", "--executor", "distributed", "--learner-rank", "1"]) as follower:
         proc = run_cli([config, "--backend", "pytorch", "--executor", "distributed", "--steps", "4000",
                         "--logdir", str(tmp_path / "run")], timeout=240)
         assert proc.returncode == 0, proc.stderr[-3000:]
         out, err = follower.communicate(timeout=60)
-    finally:
-        if follower.poll() is None:
-            follower.kill()
-            follower.communicate()
     assert follower.returncode == 0, err[-3000:]
     assert json.loads(out[out.index("{"):out.rindex("}") + 1])["learner_rank"] == 1
     summary = json.load(open(tmp_path / "run" / "summary.json"))

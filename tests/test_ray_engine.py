@@ -3,8 +3,6 @@ import copy
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -13,7 +11,7 @@ import pytest
 from rlgraph.execution import ExecutionSpec
 from rlgraph.execution.runner import load_config, make_engine
 from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
-from small_configs import FINAL_EVAL_FLOOR, run_cli, train_on_engine
+from small_configs import FINAL_EVAL_FLOOR, cli_process, run_cli, train_on_engine
 
 ray = pytest.importorskip("ray")
 
@@ -299,11 +297,8 @@ def test_a_killed_actor_is_replaced_and_the_run_still_reaches_its_target(tmp_pat
     config["train_spec"] = dict(config["train_spec"], stop_at_target=False)
     path = tmp_path / "appo.json"
     path.write_text(json.dumps(config))
-    cmd = [sys.executable, "-m", "rlgraph.cli", "train", str(path), "--backend", "pytorch", "--executor", "ray",
-           "--num-actors", "2", "--steps", "600000", "--seed", "2", "--logdir", logdir]
-    env = dict(os.environ, OMP_NUM_THREADS="1", RAY_USAGE_STATS_ENABLED="0")
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
+    with cli_process([str(path), "--backend", "pytorch", "--executor", "ray", "--num-actors", "2", "--steps",
+                      "600000", "--seed", "2", "--logdir", logdir]) as proc:
         path = os.path.join(logdir, "processes.json")
         deadline = time.time() + 300
         while not os.path.isfile(path) and proc.poll() is None and time.time() < deadline:
@@ -313,10 +308,6 @@ def test_a_killed_actor_is_replaced_and_the_run_still_reaches_its_target(tmp_pat
         with open(path) as f:
             os.kill(json.load(f)["actors"][0], signal.SIGKILL)
         _, stderr = proc.communicate(timeout=900)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert proc.returncode == 0, stderr[-3000:]
     with open(os.path.join(logdir, "summary.json")) as f:
         summary = json.load(f)

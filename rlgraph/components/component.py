@@ -51,7 +51,7 @@ class Component(Specifiable):
         self._device = device
         self._trainable = trainable
         self.parent = None
-        self.sub_components = _TrackedDict()
+        self.sub_components = OrderedDict()
         apis, fns = type(self)._collect_api()
         self.api_methods = OrderedDict(apis)
         self.graph_fns = OrderedDict(fns)
@@ -69,9 +69,8 @@ class Component(Specifiable):
         # then; read the flag directly only to behave differently during those runs (e.g. leave a numpy
         # storage alone).
         self.in_build_run = False
-        self.variable_registry = _TrackedDict()
-        self.weight_names = _TrackedSet()
-        self._variables_cache = None
+        self.variable_registry = OrderedDict()
+        self.weight_names = set()
         self.seed = 0
         self.add_components(*sub_components)
 
@@ -240,16 +239,9 @@ class Component(Specifiable):
 
     @graph_fn(returns=1, requires_variable_completeness=True)
     def _graph_fn_variables(self):
-        # Cached (optimizers ask on every step): valid while no component's sub-components or variables
-        # changed anywhere (``_TrackedDict``/``_TrackedSet`` count every change) and the scope is the same.
-        scope = self.global_scope
-        key = (_tree_version[0], scope)
-        cache = getattr(self, "_variables_cache", None)
-        if cache is None or cache[0] != key:
-            prefix = len(scope) + 1
-            cache = self._variables_cache = (key, {name[prefix:].replace("/", "."): var
-                                                   for name, var in self.all_variables(weights_only=True).items()})
-        return dict(cache[1])
+        prefix = len(self.global_scope) + 1
+        return {name[prefix:].replace("/", "."): var
+                for name, var in self.all_variables(weights_only=True).items()}
 
     def get_state(self):
         """State kept outside backend variables (e.g. a numpy buffer), or None.
@@ -338,70 +330,3 @@ class Component(Specifiable):
     def __repr__(self):
         return f"{type(self).__name__}('{self.global_scope}')"
 
-
-#: Counts changes to any component's sub-components, variables or weight names (cache key of ``variables``).
-_tree_version = [0]
-
-
-class _TrackedDict(OrderedDict):
-    """An ordered dict that counts its changes in ``_tree_version``."""
-
-    def __setitem__(self, key, value):
-        _tree_version[0] += 1
-        super().__setitem__(key, value)
-
-    def __delitem__(self, key):
-        _tree_version[0] += 1
-        super().__delitem__(key)
-
-    def clear(self):
-        _tree_version[0] += 1
-        super().clear()
-
-    def pop(self, *args):
-        _tree_version[0] += 1
-        return super().pop(*args)
-
-    def popitem(self, last=True):
-        _tree_version[0] += 1
-        return super().popitem(last)
-
-    def setdefault(self, key, default=None):
-        _tree_version[0] += 1
-        return super().setdefault(key, default)
-
-    def update(self, *args, **kwargs):
-        _tree_version[0] += 1
-        super().update(*args, **kwargs)
-
-    def move_to_end(self, key, last=True):
-        _tree_version[0] += 1
-        super().move_to_end(key, last)
-
-
-class _TrackedSet(set):
-    """A set that counts its changes in ``_tree_version``."""
-
-    def add(self, item):
-        _tree_version[0] += 1
-        super().add(item)
-
-    def discard(self, item):
-        _tree_version[0] += 1
-        super().discard(item)
-
-    def remove(self, item):
-        _tree_version[0] += 1
-        super().remove(item)
-
-    def clear(self):
-        _tree_version[0] += 1
-        super().clear()
-
-    def update(self, *others):
-        _tree_version[0] += 1
-        super().update(*others)
-
-    def pop(self):
-        _tree_version[0] += 1
-        return super().pop()
