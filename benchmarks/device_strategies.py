@@ -4,8 +4,9 @@ One run times the update API method of APPO (time-major unrolls [T, B]) and DQN 
 with the ``multi_device_sync`` device strategy (RLgraph, Schaarschmidt et al. 2019: device strategies as
 graph rewrites) at 1, 2 and 4 towers on each backend, and prints a table with the ratio to 1 tower. On
 TensorFlow the towers go to the machine's GPUs where it has them (cycling over them), else to logical CPU
-devices (one per tower); PyTorch runs its towers one after another where the weights are (the CPU here,
-``--torch-device cuda:0`` for a GPU). On a CPU-only machine the towers share the same cores, so the ratios
+devices (one per tower); PyTorch's towers go to its CUDA devices where it has them (cycling over them, the
+weights on ``cuda:0``; towers on other devices run on weight replicas), else all on the CPU
+(``--torch-device`` pins weights and towers to one device). On a CPU-only machine the towers share the same cores, so the ratios
 show the strategy's overhead; on a machine with several GPUs they show the scaling.
 
 Then the same update with 1 and 2 learner processes (``distributed_sync``: each learner updates on its
@@ -40,14 +41,24 @@ def tf_devices(k):
     return [f"cpu:{i}" for i in range(k)]
 
 
+def torch_devices(k, torch_device):
+    """PyTorch devices for ``k`` towers: ``torch_device`` ("auto": the CUDA devices, cycled, else the CPU)."""
+    if torch_device != "auto":
+        return [torch_device] * k
+    import torch
+    n = torch.cuda.device_count()
+    return [f"cuda:{i % n}" for i in range(k)] if n else ["cpu"] * k
+
+
 def make(kind, backend, towers, torch_device):
     from rlgraph.agents import Agent
     from rlgraph.spaces import FloatBox, IntBox
     with open(os.path.join(ROOT, "configs", f"{kind}_cartpole.json")) as f:
         config = json.load(f)
-    devices = tf_devices(towers) if backend == "tf" else [torch_device] * towers
+    devices = tf_devices(towers) if backend == "tf" else torch_devices(towers, torch_device)
     strategy = None if towers == 1 else {"type": "multi_device_sync", "devices": devices}
-    kwargs = dict(device=torch_device) if backend == "pytorch" and torch_device != "cpu" else {}
+    # The weights where the first tower is.
+    kwargs = dict(device=devices[0]) if backend == "pytorch" and devices[0] != "cpu" else {}
     agent = Agent.from_spec(config, state_space=FloatBox(shape=(4,)), action_space=IntBox(2), backend=backend,
                             device_strategy=strategy, **kwargs)
     return agent, devices
@@ -151,7 +162,8 @@ def main():
     parser.add_argument("--backends", nargs="+", default=["tf", "pytorch"], choices=["tf", "pytorch"])
     parser.add_argument("--agents", nargs="+", default=["appo", "dqn"], choices=["appo", "dqn"])
     parser.add_argument("--seconds", type=float, default=5.0, help="timing per row (over 5 interleaved rounds)")
-    parser.add_argument("--torch-device", default="cpu", help="PyTorch's device for weights and towers")
+    parser.add_argument("--torch-device", default="auto",
+                        help="PyTorch's device for weights and towers (auto: the CUDA devices, else the CPU)")
     parser.add_argument("--learners", nargs="*", type=int, default=[1, 2],
                         help="learner-process counts to time (none: skip that part)")
     parser.add_argument("--calls", type=int, default=60, help="updates per learner-process row")

@@ -2,7 +2,9 @@
 
 Used by ``tests/test_device_strategies.py`` in a subprocess per backend, because TensorFlow's logical CPU
 devices must be configured before TensorFlow initialises its devices, which another test in the same
-process may already have done. Usage: ``python tests/device_towers_worker.py tf|pytorch [KIND ...]``.
+process may already have done. Usage: ``python tests/device_towers_worker.py tf|pytorch [--replicas] [KIND ...]``;
+``--replicas`` (PyTorch) runs every tower on per-device weight replicas, as towers on several CUDA devices do,
+here as copies on the CPU.
 """
 import json
 import os
@@ -141,6 +143,10 @@ def _flat(x):
 
 
 if __name__ == "__main__":
-    backend = sys.argv[1]
+    backend, rest = sys.argv[1], sys.argv[2:]
     setup_backend(backend)
-    print(json.dumps(run(backend, sys.argv[2:] or KINDS)))
+    if "--replicas" in rest:
+        from rlgraph.executors.multi_device_sync import MultiDeviceSyncStrategy
+        MultiDeviceSyncStrategy.replicate_on_one_device = True
+        rest.remove("--replicas")
+    print(json.dumps(run(backend, rest or KINDS)))

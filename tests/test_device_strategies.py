@@ -39,8 +39,18 @@ def test_towers_give_the_same_update_as_one_device(backend):
 
     A subprocess per backend: TF's logical CPU devices must be set before TF initialises its devices.
     """
+    _check_towers_equal_one_device([backend])
+
+
+def test_pytorch_towers_on_weight_replicas_give_the_same_update_as_one_device():
+    """PyTorch towers on other devices than the weights' run on per-device replicas of the variables: here
+    every tower runs on copies (on the CPU), the path several CUDA devices take; same updates as one device."""
+    _check_towers_equal_one_device(["pytorch", "--replicas"])
+
+
+def _check_towers_equal_one_device(args):
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, os.path.join(HERE, "device_towers_worker.py"), backend],
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "device_towers_worker.py"), *args],
                           capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -70,6 +80,60 @@ def test_update_from_memory_divides_its_batch_size(backend):
     assert any(np.max(np.abs(v - before[k])) > 0 for k, v in agent.get_weights().items())
     with pytest.raises(RLGraphSpaceError, match=r"a batch of 15 does not divide over 2 towers.*multiple of 2"):
         agent.executor.execute("update_from_memory", 15, 0.0)
+
+
+def test_weight_replicas_refresh_and_write_back():
+    """``WeightReplicas``: a tower sees its replicas (refreshed after the variables change), gradients come out
+    for the variables themselves, and what a tower writes in place is copied back into the variable."""
+    import torch
+    from rlgraph.executors.weight_replicas import WeightReplicas
+    from rlgraph.utils.placement import host_data_device
+    weight = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
+    counter = torch.zeros((), dtype=torch.int64)
+    replicas = WeightReplicas([weight, counter], "cpu", always_copy=True)
+    storage = weight.data
+    for step in range(1, 4):
+        with replicas.on("cpu"):
+            assert weight.data_ptr() != storage.data_ptr()  # A copy, not the variable's own storage.
+            assert host_data_device() == torch.device("cpu")
+            np.testing.assert_array_equal(weight.detach().numpy(), [step, 2 * step])
+            (grad,) = torch.autograd.grad((weight * torch.tensor([3.0, 4.0])).sum(), [weight])
+            with torch.no_grad():
+                counter.add_(1)  # A write in the tower.
+        assert weight.data_ptr() == storage.data_ptr() and host_data_device() is None
+        np.testing.assert_array_equal(grad.numpy(), [3.0, 4.0])
+        assert int(counter) == step  # Copied back.
+        with torch.no_grad():
+            weight.add_(torch.tensor([1.0, 2.0]))  # A step outside the towers: the next tower must see it.
+    assert not WeightReplicas([weight], "cpu").needed("cpu")
+
+
+def test_towers_on_replicas_sample_memory_as_without(monkeypatch):
+    """DQN's update_from_memory on replicas (records sampled in the tower are placed on the tower's device)
+    leaves the same weights, memory and outputs as towers without replicas."""
+    results = []
+    for replicate in (False, True):
+        monkeypatch.setattr(MultiDeviceSyncStrategy, "replicate_on_one_device", replicate)
+        agent = dqn_agent("pytorch", towers(2))
+        assert (agent.executor.device_strategy.ops.replicas is not None) == replicate
+        rng = np.random.default_rng(0)
+        n = 40
+        records = dict(states=rng.normal(size=(n, 4)).astype(np.float32), actions=rng.integers(0, 2, n),
+                       rewards=rng.normal(size=n).astype(np.float32), terminals=np.zeros(n, bool),
+                       next_states=rng.normal(size=(n, 4)).astype(np.float32))
+        agent.executor.execute("insert_records", records)
+        outs = [agent.executor.execute("update_from_memory", 16, 0.0) for _ in range(3)]
+        priorities = agent.root.memory.get_state()
+        results.append((agent.executor.get_weights(trainable_only=False), outs, priorities))
+    (plain, plain_outs, plain_memory), (replicated, replicated_outs, replicated_memory) = results
+    assert set(plain) == set(replicated)
+    for k in plain:
+        np.testing.assert_allclose(replicated[k], plain[k], rtol=1e-6, atol=1e-7, err_msg=k)
+    for a, b in zip(plain_outs, replicated_outs):
+        np.testing.assert_allclose(np.asarray(b, np.float64), np.asarray(a, np.float64), rtol=1e-6)
+    np.testing.assert_array_equal(replicated_memory["sum_tree"], plain_memory["sum_tree"])
+    np.testing.assert_array_equal(replicated_memory["min_tree"], plain_memory["min_tree"])
+    assert replicated_memory["max_priority"] == plain_memory["max_priority"]
 
 
 def test_outputs_are_merged_along_the_batch_axis(backend):

@@ -10,7 +10,8 @@ the multi-GPU strategy of its TF executor). For every root API method whose call
    samples its memory in the graph) is divided by K, so that each tower draws its own share; all other
    arguments go to every tower unchanged;
 2. the API method once per tower on its slice, on that tower's device (TF: ``tf.device`` inside the one
-   ``tf.function``; PyTorch: one after another where the weights are), with every optimizer's ``step``
+   ``tf.function``; PyTorch: one after another, each on its device, where a tower on another device than
+   the weights' runs on per-device replicas of the variables, ``WeightReplicas``), with every optimizer's ``step``
    rewritten to compute and record the tower's gradients (and learning rate) instead of applying them;
 3. the K gradient dicts averaged and applied once per optimizer (one step counter increment, clipping on
    the averaged gradients); all towers read the same weights;
@@ -21,6 +22,7 @@ the multi-GPU strategy of its TF executor). For every root API method whose call
 Losses that are means over the batch (all of rlgraph's) give the same update as one device on the whole
 batch; statistics over the batch inside a loss (e.g. APPO's ``normalize_advantages``) are per tower.
 """
+import contextlib
 import functools
 import logging
 import re
@@ -48,9 +50,10 @@ class MultiDeviceSyncStrategy(DeviceStrategy):
         devices: One device string per tower ("gpu:0", "cuda:1", "cpu", "cpu:1", "/device:GPU:0"); a device
             may repeat (several towers on one device). On TensorFlow every device must exist
             (``tf.config.list_logical_devices``; logical CPU devices with ``set_logical_device_configuration``).
-            PyTorch runs the towers where the weights are (the root's ``device``, default the CPU): every
-            tower device must be that device ("cpu:i" counts as "cpu"); towers on several CUDA devices
-            need per-device weight replicas, which this strategy does not make yet.
+            On PyTorch every CUDA device must exist ("cpu:i" counts as "cpu"); a tower on another device than
+            the weights' (the root's ``device``, default the CPU) runs on replicas of the variables on its
+            device (``rlgraph.executors.weight_replicas``), and its gradients are averaged where the weights
+            are.
         where: The config path named in errors.
 
     Attributes:
@@ -59,6 +62,9 @@ class MultiDeviceSyncStrategy(DeviceStrategy):
     """
 
     type_name = "multi_device_sync"
+    #: PyTorch: run every tower on replicas, even on the weights' own device (copies there). Tests set it to
+    #: exercise the replica path of several devices on a machine with one.
+    replicate_on_one_device = False
 
     def __init__(self, devices, where="device_strategy"):
         if isinstance(devices, str) or not isinstance(devices, (list, tuple)) or not devices:
@@ -81,8 +87,9 @@ class MultiDeviceSyncStrategy(DeviceStrategy):
     # --- build --------------------------------------------------------------------------------------------
     def prepare(self, executor):
         backend = executor.backend.name
-        self.ops = _TFOps() if backend == "tf" else _TorchOps()
         self.tower_devices = self._check_devices(backend, executor.root)
+        self.ops = _TFOps() if backend == "tf" else _TorchOps(executor.root, self.tower_devices,
+                                                               self.replicate_on_one_device)
         meta = executor.meta_graph
         self.plans = {}
         for name, call in meta.api.items():
@@ -119,20 +126,14 @@ class MultiDeviceSyncStrategy(DeviceStrategy):
                 out.append(f"/device:{kind.upper()}:{idx}")
             return out
         from rlgraph.utils.backend import torch
-        weights = str(root.device or "cpu")
-        weights_kind, weights_idx = parse_device(weights, "device")
         available = torch.cuda.device_count()
+        out = []
         for i, (kind, idx) in enumerate(self.parsed):
             if kind == "gpu" and idx >= available:
                 raise RLGraphSpecError(f"{where}[{i}]: device {self.devices[i]!r} does not exist: PyTorch sees "
                                        f"{available} CUDA device(s).")
-            if kind != weights_kind or (kind == "gpu" and idx != weights_idx):
-                raise RLGraphSpecError(
-                    f"{where}[{i}]: on PyTorch the towers run where the weights are ({weights!r}, the agent's "
-                    f"'device'), not on {self.devices[i]!r}: name that device for every tower (or set 'device' "
-                    f"to it). Towers on several CUDA devices need per-device weight replicas, which PyTorch "
-                    f"towers do not make yet; TensorFlow places towers on any existing devices.")
-        return ["cpu" if weights_kind == "cpu" else f"cuda:{weights_idx}"] * self.num_towers
+            out.append("cpu" if kind == "cpu" else f"cuda:{idx}")
+        return out
 
     # --- execution ------------------------------------------------------------------------------------------
     def wrap_api_method(self, name, fn):
@@ -158,9 +159,9 @@ class MultiDeviceSyncStrategy(DeviceStrategy):
                 for i, device in enumerate(devices):
                     collector.tower = i
                     with ops.device(device):
-                        outputs.append(fn(**slices[i]))
+                        outputs.append(fn(**ops.place(slices[i], device)))
             collector.apply()
-            return _merge(plan.output_rules, outputs, ops, collector)
+            return ops.home(_merge(plan.output_rules, outputs, ops, collector))
         return self._wrap_towers(towers)
 
     def _reduce_gradients(self, gradients):
@@ -404,6 +405,12 @@ class _TFOps:
     def device(self, device):
         return self.tf.device(device)
 
+    def place(self, values, device):
+        return values  # Inside ``tf.device`` TensorFlow copies the inputs where the ops run.
+
+    def home(self, values):
+        return values
+
     def split(self, x, k, axis):
         return self.tf.split(x, k, axis=axis)
 
@@ -426,25 +433,61 @@ class _TFOps:
 
 
 class _TorchOps:
-    """The tensor operations of the rewrite on PyTorch (towers run one after another)."""
+    """The tensor operations of the rewrite on PyTorch (towers run one after another, each on its device).
 
-    def __init__(self):
+    Args:
+        root: The root component (its ``device`` is where the weights are, default the CPU).
+        devices: The towers' torch devices.
+        always_copy: Replicas even for towers on the weights' device (see ``WeightReplicas``).
+    """
+
+    def __init__(self, root, devices, always_copy=False):
+        from rlgraph.executors.weight_replicas import WeightReplicas
         from rlgraph.utils.backend import torch
         self.torch = torch
+        self.home_device = torch.device(root.backend.normalize_device(root.device) or "cpu")
+        self.replicas = None
+        if always_copy or any(torch.device(d) != self.home_device for d in devices):
+            # Optimizer variables (slots, step counters) are only used by the one step on the averaged
+            # gradients, where the weights are.
+            skip = {id(v) for c in root.get_all_sub_components(include_self=True) if isinstance(c, Optimizer)
+                    for v in c.variable_registry.values()}
+            variables = [v for v in root.all_variables().values() if id(v) not in skip]
+            self.replicas = WeightReplicas(variables, self.home_device, always_copy)
 
     def device(self, device):
-        import contextlib
-        return contextlib.nullcontext()
+        if self.replicas is None:
+            return contextlib.nullcontext()
+        return self.replicas.on(device)
+
+    def place(self, values, device):
+        if self.replicas is None or not self.replicas.needed(device):
+            return values
+        return self._to(values, self.torch.device(device), True)
+
+    def home(self, values):
+        """``values`` where the weights are (blocking: a device-to-host copy must be complete when read)."""
+        return values if self.replicas is None else self._to(values, self.home_device, False)
+
+    def _to(self, values, device, non_blocking):
+        if isinstance(values, self.torch.Tensor):
+            return values.to(device, non_blocking=non_blocking)
+        if isinstance(values, dict):
+            return {k: self._to(v, device, non_blocking) for k, v in values.items()}
+        if isinstance(values, (tuple, list)):
+            return type(values)(self._to(v, device, non_blocking) for v in values)
+        return values
 
     def split(self, x, k, axis):
         return list(self.torch.split(x, x.shape[axis] // k, dim=axis))
 
     def concat(self, xs, axis):
-        return self.torch.cat(xs, dim=axis)
+        return self.torch.cat(self.home(list(xs)), dim=axis)
 
     def mean(self, xs):
         if len(xs) == 1:
-            return xs[0]
+            return self.home(xs[0])
+        xs = self.home(list(xs))
         out = xs[0]
         for x in xs[1:]:
             out = out + x

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from rlgraph.components.memories.numpy_memory import NumpyMemory, flat_specs, numpy_to_torch
+from rlgraph.components.memories.numpy_memory import NumpyMemory, flat_specs
 from rlgraph.utils.backend import tf
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 from rlgraph.utils.errors import RLGraphError
@@ -283,7 +283,7 @@ class FIFOQueue(NumpyMemory):
         n = int(num_records)
         outputs = self.torch_numpy_call(self._get_numpy, n, api_method="get_records", out_specs=self._get_specs,
                                         num_records=n)
-        return self.record_space.unflatten({k: numpy_to_torch(o) for k, o in zip(self._keys, outputs)})
+        return self.record_space.unflatten(dict(zip(self._keys, self.torch_outputs(outputs))))
 
 
 def _batch_size(arrays):

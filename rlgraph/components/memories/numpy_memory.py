@@ -10,6 +10,7 @@ from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 from rlgraph.utils.errors import RLGraphError, RLGraphRuntimeError, RLGraphSpaceError
 from rlgraph.utils.initializers import variable_rng
+from rlgraph.utils.placement import host_data_device
 from rlgraph.utils.validation import Int, Optional, check_args
 
 logger = logging.getLogger(__name__)
@@ -173,6 +174,14 @@ class NumpyMemory(Memory):
         except RLGraphError as e:
             raise RLGraphRuntimeError(f"{self.where(api_method)}: {e}") from None
 
+    def torch_outputs(self, outputs):
+        """Numpy outputs of the numpy side as tensors on this component's device (or the device a tower
+        runs on, ``rlgraph.utils.placement``)."""
+        device = host_data_device(self.device)
+        if device is not None:
+            device = self.backend.normalize_device(device)
+        return [numpy_to_torch(o, device) for o in outputs]
+
     def zero_outputs(self, out_specs, n):
         """Numpy zeros for ``out_specs`` with ``n`` leading rows (what reads return during the build)."""
         return [np.zeros((n,) + tuple(shape[1:]), dtype) for dtype, shape in out_specs]
@@ -187,12 +196,16 @@ def torch_to_numpy(value):
     return value.numpy() if value.device.type == "cpu" else value.cpu().numpy()
 
 
-def numpy_to_torch(array):
-    """A tensor sharing memory with a writable numpy array (copied if it is read-only)."""
+def numpy_to_torch(array, device=None):
+    """A tensor sharing memory with a writable numpy array (copied if it is read-only); on ``device`` (a
+    torch device or its name) where that is not the CPU."""
     array = np.asarray(array)
     if not array.flags.writeable:
         array = array.copy()
-    return torch.from_numpy(array)
+    tensor = torch.from_numpy(array)
+    if device is not None and str(device) != "cpu":
+        tensor = tensor.to(device)
+    return tensor
 
 
 def flat_specs(space):

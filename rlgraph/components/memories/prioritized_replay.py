@@ -1,7 +1,7 @@
 """Prioritized experience replay as a component (Schaul et al. 2016)."""
 import numpy as np
 
-from rlgraph.components.memories.numpy_memory import NumpyMemory, flat_specs, numpy_to_torch, torch_to_numpy
+from rlgraph.components.memories.numpy_memory import NumpyMemory, flat_specs, torch_to_numpy
 from rlgraph.components.memories.prioritized_replay_buffer import PrioritizedReplayBuffer
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 from rlgraph.utils.validation import Number, check_args
@@ -131,7 +131,7 @@ class PrioritizedReplay(NumpyMemory):
         n = int(num_records)
         outputs = self.torch_numpy_call(self._get_numpy, n, api_method="get_records", out_specs=self._get_specs,
                                         num_records=n)
-        return self._pack([numpy_to_torch(o) for o in outputs])
+        return self._pack(self.torch_outputs(outputs))
 
     @graph_fn(backend="tf")
     def _graph_fn_update_records(self, indices, priorities):

@@ -1,5 +1,5 @@
 """Prioritized replay of whole fixed-length sequences with their stored initial recurrent state (R2D2)."""
-from rlgraph.components.memories.numpy_memory import flat_specs, numpy_to_torch
+from rlgraph.components.memories.numpy_memory import flat_specs
 from rlgraph.components.memories.prioritized_replay import PrioritizedReplay
 from rlgraph.spaces import BoolBox, Dict
 from rlgraph.utils.decorators import graph_fn
@@ -131,4 +131,4 @@ class SequenceReplay(PrioritizedReplay):
         n = int(num_records)
         outputs = self.torch_numpy_call(self._get_numpy, n, api_method="get_records", out_specs=self._get_specs,
                                         num_records=n)
-        return self._pack([numpy_to_torch(o) for o in outputs])
+        return self._pack(self.torch_outputs(outputs))
