@@ -243,10 +243,12 @@ def test_an_env_without_a_state_says_so():
 # ------------------------------------------------------------------------------------- agents and workers
 
 
-def _small_config(kind, path):
+def _small_config(kind, path, execution_spec=None):
     """A small config of ``configs/<kind>_cartpole.json``: chunks of 2000 steps (4000 is a chunk boundary)."""
     with open(os.path.join(CONFIGS, f"{kind}_cartpole.json")) as f:
         config = json.load(f)
+    if execution_spec is not None:
+        config["execution_spec"] = execution_spec
     config["train_spec"] = dict(chunk_steps=2000, eval_episodes=0, stop_at_target=False,
                                 checkpoint_every_seconds=3600)
     config["environment_spec"] = {"env_spec": "CartPole-v1", "num_envs": 8}
@@ -295,10 +297,10 @@ def _train_in_process(args):
     assert cli.main(["train", *args]) in (0, None)
 
 
-def _check_straight_equals_resumed(kind, backend, tmp_path, extra=(), train=_train_in_process):
+def _check_straight_equals_resumed(kind, backend, tmp_path, extra=(), train=_train_in_process, execution_spec=None):
     """Runs 8000 steps straight and 4000 + resumed 4000 (``train(args)`` runs ``rlgraph train ARGS``); checks
     that both make the same updates and end with the same weights; returns both summaries."""
-    config = _small_config(kind, tmp_path / "config.json")
+    config = _small_config(kind, tmp_path / "config.json", execution_spec)
     common = ["--backend", backend, "--seed", "0", *extra]
     straight, resumed = str(tmp_path / "straight"), str(tmp_path / "resumed")
     train([config, *common, "--steps", "8000", "--logdir", straight])

@@ -29,7 +29,7 @@ SCHEMA = dict(
     local_actors=Bool(), device_strategy=OneOf(*DEVICE_STRATEGIES), num_learners=Int(min=1),
     learner_addresses=Optional(ListOf(HostPort(), min_items=1, what="a list of \"host:port\", one per learner")),
     learner_rank=Int(min=0), envs_per_learner=Optional(Int(min=1)), learner_timeout_s=Number(min=1),
-    all_reduce=OneOf("native", "horovod"),
+    all_reduce=OneOf("native", "horovod"), learner_thread=Bool(),
     devices=Optional(ListOf(Str(), min_items=1,
                             what="a non-empty list of device strings (e.g. [\"gpu:0\", \"gpu:1\"])")))
 
@@ -87,6 +87,10 @@ class ExecutionSpec:
         all_reduce: How learners average gradients: "native" (``torch.distributed`` gloo/nccl, TensorFlow's
             ``MultiWorkerMirroredStrategy``) or "horovod" (the optional adapter, ``pip install
             rlgraph[horovod]``; learners launched by ``horovodrun``).
+        learner_thread: Local runs of IMPALA/APPO: learn in a thread beside the sampling loop, the actor
+            acting with its own copy of the weights, handed over at each unroll (``rlgraph.workers.
+            PipelinedWorker``): sampling and learning overlap on two cores, every sample is one update older
+            when learned from, and runs stay repeatable and resume exactly.
     """
 
     num_actors: int = 2
@@ -116,6 +120,7 @@ class ExecutionSpec:
     envs_per_learner: typing.Optional[int] = None
     learner_timeout_s: float = 120.0
     all_reduce: str = "native"
+    learner_thread: bool = False
 
     @classmethod
     def from_config(cls, config, path="execution_spec", **overrides):

@@ -125,6 +125,9 @@ def make_engine(config, executor="local", env_id=None, backend=None, seed=0, num
     if executor == "local":
         env = make_vector_env(kwargs)
         agent = make_agent(config, env, backend, seed)
+        if spec.learner_thread:
+            from rlgraph.workers import PipelinedWorker
+            return PipelinedWorker(agent, make_agent(config, env, backend, seed, role="actor"), env), agent, spec
         from rlgraph.workers import VectorWorker
         return VectorWorker(agent, env), agent, spec
     # The learner's process needs the spaces only: one environment tells them.
