@@ -15,8 +15,9 @@ rlgraph. Prints a markdown table with the issue's aims (APPO >= 100k,
 IMPALA >= 150k, DQN and Ape-X >= 20k env steps/s on both backends).
 
 Run: .venv/bin/python benchmarks/throughput.py [--agents appo impala dqn apex] [--backends pytorch tf]
-[--seconds 20] [--ppo-threads N] [--compare DIR] (DIR: another checkout, e.g. the last commit, whose runs
-interleave with this one's)
+[--seconds 20] [--ppo-threads N] [--compare DIR] [--learner-thread] (DIR: another checkout, e.g. the last
+commit, whose runs interleave with this one's; ``--learner-thread``: IMPALA and APPO also with
+``execution_spec.learner_thread`` toggled from their configs' setting)
 """
 import argparse
 import json
@@ -32,9 +33,9 @@ AGENTS = ("appo", "impala", "dqn", "apex")
 AIM = {"appo": 100_000, "impala": 150_000, "dqn": 20_000, "apex": 20_000}
 
 
-def measure_rlgraph(agent, backend, seconds, seed=0, root=ROOT):
+def measure_rlgraph(agent, backend, seconds, seed=0, root=ROOT, learner_thread=None):
     """Runs in this process: one fixed-length local training run of the rlgraph in checkout ``root``; returns
-    its summary's figures."""
+    its summary's figures. ``learner_thread``: True/False overrides the config's ``execution_spec``."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     sys.path.insert(0, root)
@@ -42,6 +43,8 @@ def measure_rlgraph(agent, backend, seconds, seed=0, root=ROOT):
     config, _ = load_config(os.path.join(root, "configs", f"{agent}_cartpole.json"))
     config["train_spec"] = dict(config.get("train_spec", {}), stop_at_target=False, eval_every_steps=None,
                                 eval_episodes=0, checkpoint_every_seconds=1e9)
+    if learner_thread is not None:
+        config["execution_spec"] = dict(config.get("execution_spec", {}), learner_thread=learner_thread)
     with tempfile.TemporaryDirectory(prefix=f"throughput-{agent}-{backend}-") as logdir:
         summary = train(config, backend=backend, seconds=seconds, logdir=logdir, seed=seed, progress=False)
     return dict(env_steps=summary["env_steps"], wall_seconds=summary["wall_seconds"],
@@ -86,6 +89,9 @@ def main():
     parser.add_argument("--compare", metavar="DIR", default=None,
                         help="another checkout of rlgraph (e.g. `git archive HEAD` unpacked), each of its runs right "
                              "after this checkout's")
+    parser.add_argument("--learner-thread", action="store_true",
+                        help="also run IMPALA and APPO with the learner thread toggled from their configs' setting "
+                             "(execution_spec.learner_thread)")
     parser.add_argument("--one", nargs="+", help=argparse.SUPPRESS)
     parser.add_argument("--root", default=ROOT, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -94,7 +100,8 @@ def main():
         if args.one[0] == "ppo":
             out = measure_ppo(float(args.one[1]), int(args.one[2]), int(args.one[3]))
         else:
-            out = measure_rlgraph(args.one[0], args.one[1], float(args.one[2]), int(args.one[3]), args.root)
+            thread = None if args.one[4] == "config" else args.one[4] == "on"
+            out = measure_rlgraph(args.one[0], args.one[1], float(args.one[2]), int(args.one[3]), args.root, thread)
         print(json.dumps(out))
         return
 
@@ -113,10 +120,18 @@ def main():
     for backend in args.backends:
         run_ppo()
         for agent in args.agents:
-            for name, root in roots:
-                out = in_subprocess(agent, backend, args.seconds, args.seed, root=root)
-                label = f"{agent} ({name})" if name else agent
-                rows.append((label, agent, backend, out))
+            threads = ["config"]
+            if args.learner_thread and agent in ("appo", "impala"):
+                with open(os.path.join(ROOT, "configs", f"{agent}_cartpole.json")) as f:
+                    on = json.load(f).get("execution_spec", {}).get("learner_thread", False)
+                threads.append("off" if on else "on")
+            for thread in threads:
+                for name, root in roots:
+                    out = in_subprocess(agent, backend, args.seconds, args.seed, thread, root=root)
+                    label = ", ".join(x for x in (name, "" if thread == "config" else f"learner thread {thread}")
+                                      if x)
+                    label = f"{agent} ({label})" if label else agent
+                    rows.append((label, agent, backend, out))
                 print(f"{label} {backend}: " + (out["error"] if "error" in out else
                                                  f"{out['env_steps_per_second']:,.0f} env steps/s"), file=sys.stderr)
     run_ppo()

@@ -83,6 +83,8 @@ class IMPALALearner(Learner):
         initial = batch.get("initial_internal_states")
         versions = batch.get("policy_versions")
         n = unroll["rewards"].shape[1]
+        if self._in_one_call(n, versions):
+            return self._learn_in_one_call(unroll, bootstrap, initial, versions, n)
         results, lags, dropped = [], [], 0
         for _ in range(agent.num_epochs):
             order = self._rng.permutation(n) if agent.num_minibatches > 1 else None
@@ -105,6 +107,39 @@ class IMPALALearner(Learner):
             out["policy_lag_max"] = int(max(lag.max() for lag in lags))
         out["dropped_samples"] = dropped
         out["num_updates"] = len(results)
+        return out
+
+    def _in_one_call(self, n, versions):
+        """Whether all of an update's optimizer steps can run in one ``execute_steps`` call: several steps,
+        minibatches of equal size, and no sample past ``max_policy_lag`` even at the last step (no column is
+        dropped on the way)."""
+        agent = self.agent
+        steps = agent.num_epochs * agent.num_minibatches
+        if steps < 2 or n % agent.num_minibatches:
+            return False
+        if versions is not None and agent.max_policy_lag is not None and np.size(versions):
+            return self.updates + steps - 1 - int(np.min(versions)) <= agent.max_policy_lag
+        return True
+
+    def _learn_in_one_call(self, unroll, bootstrap, initial, versions, n):
+        """``_learn``'s optimizer steps in one executor call (``execute_steps``): the same minibatches, drawn
+        from the same generator in the same order, the same results."""
+        agent = self.agent
+        columns = []
+        for _ in range(agent.num_epochs):
+            order = self._rng.permutation(n) if agent.num_minibatches > 1 else np.arange(n)
+            columns.extend(np.split(order, agent.num_minibatches))
+        columns = np.stack(columns)
+        args = [unroll, bootstrap, self.time_percentage] + ([initial] if agent.recurrent else [])
+        stacked = self.executor.execute_steps("update", columns, *args)
+        out = {k: float(np.mean(np.asarray(v, np.float64))) for k, v in stacked.items()}
+        if versions is not None:
+            lags = [self.policy_lag(versions[:, c]) + k for k, c in enumerate(columns)]
+            out["policy_lag_mean"] = float(np.mean(np.concatenate([lag.ravel() for lag in lags])))
+            out["policy_lag_max"] = int(max(lag.max() for lag in lags))
+        self.updates += len(columns)
+        out["dropped_samples"] = 0
+        out["num_updates"] = len(columns)
         return out
 
     def evaluate_unroll(self, batch):

@@ -61,6 +61,8 @@ class GraphExecutor(Specifiable):
         self.meta_graph = None
         self.build_seconds = None
         self._calls = {}
+        self._signatures = {}  # API method -> (params, dynamic, checkers, defaults)
+        self._step_calls = {}  # (API method, static arguments) -> the backend's callable of ``execute_steps``
         if device is not None and root_component._device is None:
             root_component._device = device
         if build:
@@ -85,7 +87,7 @@ class GraphExecutor(Specifiable):
         self.meta_graph = builder.build(self.root, self.input_spaces, self.api_method_names)
         self.input_spaces = {k: v for k, v in builder_input_spaces(self.meta_graph).items()}
         self.device_strategy.prepare(self)
-        self._calls = {}
+        self._calls, self._signatures, self._step_calls = {}, {}, {}
         for name, info in self.root.api_methods.items():
             if name not in self.meta_graph.api:
                 continue
@@ -94,6 +96,7 @@ class GraphExecutor(Specifiable):
             checkers = {p: make_input_checker(self.input_spaces[p], name, p, self.root.global_scope)
                         for p in dynamic} if self.validate_inputs else {p: (lambda x: x) for p in dynamic}
             defaults = {p.name: p.default for p in info.params if p.name not in self.input_spaces}
+            self._signatures[name] = (params, dynamic, checkers, defaults)
             self._calls[name] = self.device_strategy.wrap_call(
                 name, self._make_call(name, params, dynamic, checkers, defaults))
         self.build_seconds = time.perf_counter() - start
@@ -127,6 +130,66 @@ class GraphExecutor(Specifiable):
             raise RLGraphAPIError(f"'{self.root.global_scope}' has no API method '{api_method}'; available: "
                                   f"{', '.join(self._calls) or 'none (not built)'}.") from None
         return call(*args, **kwargs)
+
+    def execute_steps(self, api_method, rows, *args, **kwargs):
+        """Runs root API method ``api_method`` once per step ``k`` in one executor call, step ``k`` on the batch
+        rows ``rows[k]`` of every batched argument; returns its outputs stacked along a new leading axis.
+
+        What one optimizer step per call would be for an update of several steps on minibatches of one batch
+        (APPO's epochs and minibatches): the arguments are checked and converted once, and the backend loops
+        inside (TF: a ``tf.while_loop`` in one graph, whose loop then runs outside Python; PyTorch: the rows
+        taken from the converted tensors). Under a device strategy with towers, one ``execute`` per step.
+
+        Args:
+            api_method: The root API method (its batched arguments' batch axes are read off their spaces).
+            rows: int array [K, R]: the rows of step k (each < the arguments' batch size).
+            *args, **kwargs: The API method's arguments (whole batches); arguments without a batch rank go to
+                every step unchanged.
+
+        Returns:
+            The method's outputs, each leaf stacked over the steps ([K, ...]).
+        """
+        if api_method not in self._signatures:
+            self.execute(api_method, *args, **kwargs)  # Raises the error naming what was built.
+        params, dynamic, checkers, defaults = self._signatures[api_method]
+        component = self.root.global_scope
+        dyn, static = self._general_args(api_method, params, dynamic, checkers, defaults, args, kwargs, component)
+        axes = [_batch_axes(self.input_spaces[p]) for p in dynamic]
+        rows = self._check_rows(api_method, rows, dyn, axes)
+        if type(self.device_strategy) is not DeviceStrategy:
+            return _stack([self.execute(api_method, *[_take(v, r, a) for v, a in zip(dyn, axes)], **static)
+                           for r in rows])
+        key = (api_method, tuple(sorted(static.items())))
+        call = self._step_calls.get(key)
+        if call is None:
+            call = self._step_calls[key] = self._make_steps_call(api_method, dynamic, axes, static)
+        return call(rows, dyn)
+
+    def _check_rows(self, api_method, rows, dyn, axes):
+        where = f"execute_steps('{api_method}')"
+        rows = np.asarray(rows)
+        if rows.ndim != 2 or rows.dtype.kind not in "iu" or rows.shape[0] < 1:
+            raise RLGraphAPIError(f"{where}: rows must be an int array [steps, rows per step] with at least one "
+                                  f"step, got {rows.dtype} of shape {rows.shape}.")
+        sizes = {np.shape(leaf)[a] for v, ax in zip(dyn, axes) for leaf, a in _leaves_with_axes(v, ax)
+                 if a is not None}
+        if not sizes:
+            raise RLGraphAPIError(f"{where}: the method has no argument with a batch rank to take rows of.")
+        if len(sizes) > 1:
+            raise RLGraphAPIError(f"{where}: the batched arguments disagree on the batch size ({sorted(sizes)}).")
+        size = sizes.pop()
+        if rows.size and (rows.min() < 0 or rows.max() >= size):
+            raise RLGraphAPIError(f"{where}: rows must lie in [0, {size}) (the batch size), got rows from "
+                                  f"{rows.min()} to {rows.max()}.")
+        return rows.astype(np.int64)
+
+    def _make_steps_call(self, name, dynamic, axes, static):
+        """``call(rows, checked arguments) -> numpy outputs stacked over the steps``; backend-specific (default:
+        one ``execute`` per step)."""
+        def call(rows, dyn):
+            return _stack([self.execute(name, *[_take(v, r, a) for v, a in zip(dyn, axes)], **static)
+                           for r in rows])
+        return call
 
     @staticmethod
     def _general_args(name, params, dynamic, checkers, defaults, args, kwargs, component):
@@ -230,6 +293,41 @@ class GraphExecutor(Specifiable):
 
     def terminate(self):
         """Releases resources (nothing to release for in-process executors)."""
+
+
+def _batch_axes(space):
+    """The batch axis of each leaf of an argument of ``space`` (nested like its values; None: no batch rank)."""
+    from rlgraph.spaces import Space
+    if not isinstance(space, Space):
+        return None
+    return space.unflatten({k: s.batch_axis if s.has_batch_rank else None for k, s in space.flatten().items()})
+
+
+def _leaves_with_axes(value, axes):
+    if isinstance(axes, dict):
+        return [x for k, a in axes.items() for x in _leaves_with_axes(value[k], a)]
+    if isinstance(axes, (tuple, list)):
+        return [x for j, a in enumerate(axes) for x in _leaves_with_axes(value[j], a)]
+    return [(value, axes)]
+
+
+def _take(value, rows, axes):
+    """The rows ``rows`` of a numpy argument along each leaf's batch axis."""
+    if isinstance(axes, dict):
+        return {k: _take(value[k], rows, a) for k, a in axes.items()}
+    if isinstance(axes, (tuple, list)):
+        return tuple(_take(value[j], rows, a) for j, a in enumerate(axes))
+    return value if axes is None else np.take(value, rows, axis=axes)
+
+
+def _stack(outputs):
+    """Per-step numpy outputs stacked leaf by leaf along a new leading axis."""
+    first = outputs[0]
+    if isinstance(first, dict):
+        return {k: _stack([o[k] for o in outputs]) for k in first}
+    if isinstance(first, (tuple, list)):
+        return tuple(_stack([o[j] for o in outputs]) for j in range(len(first)))
+    return np.stack([np.asarray(o) for o in outputs])
 
 
 def builder_input_spaces(meta_graph):

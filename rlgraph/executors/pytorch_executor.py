@@ -3,7 +3,7 @@ import os
 
 import numpy as np
 
-from rlgraph.executors.graph_executor import GraphExecutor
+from rlgraph.executors.graph_executor import GraphExecutor, _stack
 from rlgraph.executors.input_checker import PYTHON_TYPES
 from rlgraph.spaces import Space, TextBox
 from rlgraph.utils.backend import torch
@@ -69,6 +69,28 @@ class PyTorchExecutor(GraphExecutor):
             return convert_out(fn(**values))
         return call
 
+    def _make_steps_call(self, name, dynamic, axes, static):
+        """``execute_steps``: the arguments converted once, each step's rows taken from the tensors."""
+        fn = self._api_callable(name)
+        if not _differentiates(self.meta_graph.api[name]):
+            fn = _without_autograd(fn)
+        device = torch.device(self.backend.normalize_device(self.root.device)) if self.root.device else None
+        converters = [_converter(self.input_spaces[p], device) for p in dynamic]
+        to_numpy = self.backend.to_numpy
+
+        def call(rows, dyn):
+            tensors = [conv(v) for conv, v in zip(converters, dyn)]
+            index = torch.from_numpy(rows)
+            if device is not None:
+                index = index.to(device)
+            outputs = []
+            for k in range(len(rows)):
+                sliced = [_torch_take(t, index[k], a) for t, a in zip(tensors, axes)]
+                out = fn(*sliced) if not static else fn(**dict(zip(dynamic, sliced)), **static)
+                outputs.append(to_numpy(out))
+            return _stack(outputs)
+        return call
+
     def _store_variables(self, path):
         state = {k: v.detach().cpu() for k, v in self.variables().items()}
         torch.save(state, os.path.join(path, "state_dict.pt"))
@@ -123,6 +145,15 @@ def _without_autograd(fn):
         finally:
             set_enabled(before)
     return call
+
+
+def _torch_take(value, index, axes):
+    """The rows ``index`` of a (nested) tensor along each leaf's batch axis."""
+    if isinstance(axes, dict):
+        return {k: _torch_take(value[k], index, a) for k, a in axes.items()}
+    if isinstance(axes, (tuple, list)):
+        return tuple(_torch_take(value[j], index, a) for j, a in enumerate(axes))
+    return value if axes is None else value.index_select(axes, index)
 
 
 def _converter(space, device):

@@ -109,6 +109,46 @@ class TensorFlowExecutor(GraphExecutor):
             return run(f, dyn)
         return call
 
+    def _make_steps_call(self, name, dynamic, axes, static):
+        """``execute_steps`` as one ``tf.function``: a ``tf.while_loop`` over the steps (one step's graph, not
+        one copy per step, so a step's gradients are taken in a graph of one step's size), the outputs
+        collected in ``TensorArray``s."""
+        raw = self._api_callable(name)
+        signature = [tf.TensorSpec([None, None], tf.int64)] + [tensor_spec(self.input_spaces[p]) for p in dynamic]
+        out_dtypes = _output_dtypes(self.meta_graph.api[name].outputs)
+        flat_dtypes = tf.nest.flatten(out_dtypes)
+        counts, component, to_numpy = self.trace_counts, self.root.global_scope, self.backend.to_numpy
+        py_casts = [(lambda x, d=np.dtype(_PY_DTYPES[s]): np.asarray(x, d)) if s in PYTHON_TYPES else None
+                    for s in (self.input_spaces[p] for p in dynamic)]
+
+        def traced(rows, *dyn):
+            counts[f"{name}/steps"] += 1
+            n = tf.shape(rows)[0]
+
+            def body(k, arrays):
+                sliced = [_tf_take(v, rows[k], a) for v, a in zip(dyn, axes)]
+                out = raw(*sliced) if not static else raw(**dict(zip(dynamic, sliced)), **static)
+                flat = tf.nest.flatten(out)
+                return k + 1, tuple(a.write(k, tf.cast(x, a.dtype)) for a, x in zip(arrays, flat))
+
+            arrays = tuple(tf.TensorArray(d, size=n) for d in flat_dtypes)
+            _, arrays = tf.while_loop(lambda k, _: k < n, body, (tf.constant(0), arrays), parallel_iterations=1)
+            return tf.nest.pack_sequence_as(out_dtypes, [a.stack() for a in arrays])
+
+        f = tf.function(traced, input_signature=signature, autograph=False)
+        tf.random.set_seed((self.seed * 1_000_003 + zlib.crc32(repr((name, "steps", static)).encode())) % 2**31)
+        with op_generator(self.op_generator):
+            f = f.get_concrete_function()
+
+        def call(rows, dyn):
+            dyn = [v if cast is None else cast(v) for v, cast in zip(dyn, py_casts)]
+            try:
+                out = f(tf.constant(rows, tf.int64), *dyn)
+            except tf.errors.InvalidArgumentError as e:
+                raise RLGraphRuntimeError(f"API method '{name}' of '{component}': {_op_error_text(e)}") from None
+            return to_numpy(out)
+        return call
+
     def _checkpoint(self):
         return tf.train.Checkpoint(variables={k.replace("/", "."): v for k, v in self.variables().items()})
 
@@ -131,6 +171,31 @@ class TensorFlowExecutor(GraphExecutor):
             raise ValueError(f"a random-generator state {values.shape} of algorithm {state['algorithm']}, expected "
                              f"{tuple(current.shape)} of algorithm {int(self.op_generator.algorithm)}")
         self.op_generator.reset(values.astype(current.dtype.as_numpy_dtype))
+
+
+def _output_dtypes(outputs):
+    """The TF dtypes of a meta-graph API call's outputs, nested like the values it returns."""
+    from rlgraph.graphs.records import Record
+    from rlgraph.spaces import Space
+    if isinstance(outputs, Record):
+        space = outputs.space
+        if isinstance(space, Space):
+            return space.unflatten({k: tf.as_dtype(s.dtype) for k, s in space.flatten().items()})
+        return tf.as_dtype(_PY_DTYPES.get(space, "float32"))
+    if isinstance(outputs, dict):
+        return {k: _output_dtypes(v) for k, v in outputs.items()}
+    if isinstance(outputs, (tuple, list)):
+        return tuple(_output_dtypes(v) for v in outputs)
+    raise RLGraphRuntimeError(f"execute_steps: an output of {outputs!r} is not a graph value.")
+
+
+def _tf_take(value, rows, axes):
+    """The rows ``rows`` of a (nested) tensor along each leaf's batch axis."""
+    if isinstance(axes, dict):
+        return {k: _tf_take(value[k], rows, a) for k, a in axes.items()}
+    if isinstance(axes, (tuple, list)):
+        return tuple(_tf_take(value[j], rows, a) for j, a in enumerate(axes))
+    return value if axes is None else tf.gather(value, rows, axis=axes)
 
 
 def _flat_call(f, signature):
