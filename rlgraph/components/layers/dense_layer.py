@@ -63,7 +63,11 @@ class DenseLayer(Layer):
     @graph_fn(backend="pytorch")
     def _graph_fn_call(self, inputs):
         if self.use_bias:
-            out = torch.addmm(self.bias, inputs, self.kernel) if inputs.dim() == 2 else inputs @ self.kernel + self.bias
+            if inputs.dim() == 2:
+                out = torch.addmm(self.bias, inputs, self.kernel)
+            else:  # One fused addmm over the leading dimensions (time and batch ranks), not matmul + add.
+                out = torch.addmm(self.bias, inputs.reshape(-1, inputs.shape[-1]), self.kernel).view(
+                    *inputs.shape[:-1], self.units)
         else:
             out = inputs @ self.kernel
         return out if self._act is None else self._act(out)
