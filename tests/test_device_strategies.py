@@ -32,6 +32,14 @@ def dqn_agent(backend, strategy=None, **kwargs):
                            backend=backend, device_strategy=strategy)
 
 
+def memory_records(n, seed=0):
+    """``n`` random CartPole-shaped transitions for DQN's memory."""
+    rng = np.random.default_rng(seed)
+    return dict(states=rng.normal(size=(n, 4)).astype(np.float32), actions=rng.integers(0, 2, n),
+                rewards=rng.normal(size=n).astype(np.float32), terminals=np.zeros(n, bool),
+                next_states=rng.normal(size=(n, 4)).astype(np.float32))
+
+
 # --- equivalence ---------------------------------------------------------------------------------------------
 def test_towers_give_the_same_update_as_one_device(backend):
     """Updates with 2 and 3 towers equal those on the whole batch with one device (every agent; SGD with
@@ -66,12 +74,7 @@ def _check_towers_equal_one_device(args):
 def test_update_from_memory_divides_its_batch_size(backend):
     """DQN samples its memory in the graph: each tower draws batch_size / K; one optimizer step."""
     agent = dqn_agent(backend, towers(2))
-    rng = np.random.default_rng(0)
-    n = 40
-    records = dict(states=rng.normal(size=(n, 4)).astype(np.float32), actions=rng.integers(0, 2, n),
-                   rewards=rng.normal(size=n).astype(np.float32), terminals=np.zeros(n, bool),
-                   next_states=rng.normal(size=(n, 4)).astype(np.float32))
-    agent.executor.execute("insert_records", records)
+    agent.executor.execute("insert_records", memory_records(40))
     before = agent.get_weights()
     loss, mean_td = agent.executor.execute("update_from_memory", 16, 0.0)
     assert np.isfinite(loss) and np.isfinite(mean_td) and np.shape(loss) == ()
@@ -116,12 +119,7 @@ def test_towers_on_replicas_sample_memory_as_without(monkeypatch):
         monkeypatch.setattr(MultiDeviceSyncStrategy, "replicate_on_one_device", replicate)
         agent = dqn_agent("pytorch", towers(2))
         assert (agent.executor.device_strategy.ops.replicas is not None) == replicate
-        rng = np.random.default_rng(0)
-        n = 40
-        records = dict(states=rng.normal(size=(n, 4)).astype(np.float32), actions=rng.integers(0, 2, n),
-                       rewards=rng.normal(size=n).astype(np.float32), terminals=np.zeros(n, bool),
-                       next_states=rng.normal(size=(n, 4)).astype(np.float32))
-        agent.executor.execute("insert_records", records)
+        agent.executor.execute("insert_records", memory_records(40))
         outs = [agent.executor.execute("update_from_memory", 16, 0.0) for _ in range(3)]
         priorities = agent.root.memory.get_state()
         results.append((agent.executor.get_weights(trainable_only=False), outs, priorities))

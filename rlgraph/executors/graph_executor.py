@@ -156,9 +156,8 @@ class GraphExecutor(Specifiable):
         dyn, static = self._general_args(api_method, params, dynamic, checkers, defaults, args, kwargs, component)
         axes = [_batch_axes(self.input_spaces[p]) for p in dynamic]
         rows = self._check_rows(api_method, rows, dyn, axes)
-        if type(self.device_strategy) is not DeviceStrategy:
-            return _stack([self.execute(api_method, *[_take(v, r, a) for v, a in zip(dyn, axes)], **static)
-                           for r in rows])
+        if type(self.device_strategy) is not DeviceStrategy:  # Towers: one (rewritten) call per step.
+            return GraphExecutor._make_steps_call(self, api_method, dynamic, axes, static)(rows, dyn)
         key = (api_method, tuple(sorted(static.items())))
         call = self._step_calls.get(key)
         if call is None:
@@ -171,8 +170,9 @@ class GraphExecutor(Specifiable):
         if rows.ndim != 2 or rows.dtype.kind not in "iu" or rows.shape[0] < 1:
             raise RLGraphAPIError(f"{where}: rows must be an int array [steps, rows per step] with at least one "
                                   f"step, got {rows.dtype} of shape {rows.shape}.")
-        sizes = {np.shape(leaf)[a] for v, ax in zip(dyn, axes) for leaf, a in _leaves_with_axes(v, ax)
-                 if a is not None}
+        sizes = set()
+        for v, ax in zip(dyn, axes):
+            map_batched_leaves(v, ax, lambda leaf, a: sizes.add(np.shape(leaf)[a]))
         if not sizes:
             raise RLGraphAPIError(f"{where}: the method has no argument with a batch rank to take rows of.")
         if len(sizes) > 1:
@@ -303,21 +303,19 @@ def _batch_axes(space):
     return space.unflatten({k: s.batch_axis if s.has_batch_rank else None for k, s in space.flatten().items()})
 
 
-def _leaves_with_axes(value, axes):
+def map_batched_leaves(value, axes, fn):
+    """``value`` (a nested argument) with ``fn(leaf, batch_axis)`` applied to each leaf that has a batch axis
+    (``axes`` as ``_batch_axes`` gives them); leaves without one are kept."""
     if isinstance(axes, dict):
-        return [x for k, a in axes.items() for x in _leaves_with_axes(value[k], a)]
+        return {k: map_batched_leaves(value[k], a, fn) for k, a in axes.items()}
     if isinstance(axes, (tuple, list)):
-        return [x for j, a in enumerate(axes) for x in _leaves_with_axes(value[j], a)]
-    return [(value, axes)]
+        return tuple(map_batched_leaves(value[j], a, fn) for j, a in enumerate(axes))
+    return value if axes is None else fn(value, axes)
 
 
 def _take(value, rows, axes):
     """The rows ``rows`` of a numpy argument along each leaf's batch axis."""
-    if isinstance(axes, dict):
-        return {k: _take(value[k], rows, a) for k, a in axes.items()}
-    if isinstance(axes, (tuple, list)):
-        return tuple(_take(value[j], rows, a) for j, a in enumerate(axes))
-    return value if axes is None else np.take(value, rows, axis=axes)
+    return map_batched_leaves(value, axes, lambda v, a: np.take(v, rows, axis=a))
 
 
 def _stack(outputs):

@@ -3,7 +3,7 @@ import os
 
 import numpy as np
 
-from rlgraph.executors.graph_executor import GraphExecutor, _stack
+from rlgraph.executors.graph_executor import GraphExecutor, _stack, map_batched_leaves
 from rlgraph.executors.input_checker import PYTHON_TYPES
 from rlgraph.spaces import Space, TextBox
 from rlgraph.utils.backend import torch
@@ -85,7 +85,8 @@ class PyTorchExecutor(GraphExecutor):
                 index = index.to(device)
             outputs = []
             for k in range(len(rows)):
-                sliced = [_torch_take(t, index[k], a) for t, a in zip(tensors, axes)]
+                sliced = [map_batched_leaves(t, a, lambda x, ax: x.index_select(ax, index[k]))
+                          for t, a in zip(tensors, axes)]
                 out = fn(*sliced) if not static else fn(**dict(zip(dynamic, sliced)), **static)
                 outputs.append(to_numpy(out))
             return _stack(outputs)
@@ -145,15 +146,6 @@ def _without_autograd(fn):
         finally:
             set_enabled(before)
     return call
-
-
-def _torch_take(value, index, axes):
-    """The rows ``index`` of a (nested) tensor along each leaf's batch axis."""
-    if isinstance(axes, dict):
-        return {k: _torch_take(value[k], index, a) for k, a in axes.items()}
-    if isinstance(axes, (tuple, list)):
-        return tuple(_torch_take(value[j], index, a) for j, a in enumerate(axes))
-    return value if axes is None else value.index_select(axes, index)
 
 
 def _converter(space, device):

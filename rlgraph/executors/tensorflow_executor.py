@@ -6,7 +6,7 @@ from collections import defaultdict
 import numpy as np
 
 from rlgraph.backends.tf_backend import op_generator
-from rlgraph.executors.graph_executor import GraphExecutor
+from rlgraph.executors.graph_executor import GraphExecutor, map_batched_leaves
 from rlgraph.executors.input_checker import PYTHON_TYPES
 from rlgraph.utils.backend import tf
 from rlgraph.utils.errors import RLGraphRuntimeError
@@ -126,7 +126,8 @@ class TensorFlowExecutor(GraphExecutor):
             n = tf.shape(rows)[0]
 
             def body(k, arrays):
-                sliced = [_tf_take(v, rows[k], a) for v, a in zip(dyn, axes)]
+                sliced = [map_batched_leaves(v, a, lambda x, ax: tf.gather(x, rows[k], axis=ax))
+                          for v, a in zip(dyn, axes)]
                 out = raw(*sliced) if not static else raw(**dict(zip(dynamic, sliced)), **static)
                 flat = tf.nest.flatten(out)
                 return k + 1, tuple(a.write(k, tf.cast(x, a.dtype)) for a, x in zip(arrays, flat))
@@ -187,15 +188,6 @@ def _output_dtypes(outputs):
     if isinstance(outputs, (tuple, list)):
         return tuple(_output_dtypes(v) for v in outputs)
     raise RLGraphRuntimeError(f"execute_steps: an output of {outputs!r} is not a graph value.")
-
-
-def _tf_take(value, rows, axes):
-    """The rows ``rows`` of a (nested) tensor along each leaf's batch axis."""
-    if isinstance(axes, dict):
-        return {k: _tf_take(value[k], rows, a) for k, a in axes.items()}
-    if isinstance(axes, (tuple, list)):
-        return tuple(_tf_take(value[j], rows, a) for j, a in enumerate(axes))
-    return value if axes is None else tf.gather(value, rows, axis=axes)
 
 
 def _flat_call(f, signature):
