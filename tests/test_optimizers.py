@@ -322,3 +322,50 @@ def test_slots_survive_store_and_load(backend, tmp_path):
         assert list(values) == list(reference)
         for k in reference:
             np.testing.assert_allclose(values[k], reference[k], rtol=1e-6, atol=1e-7, err_msg=k)
+
+
+def test_fused_pytorch_adam_equals_the_update_rule(monkeypatch):
+    """PyTorch's Adam runs as ATen's fused multi-tensor kernel; it must give ``update_rule``'s updates (a 3-layer
+    network with clipping, 4 steps, to float rounding), also where a variable is not contiguous (the kernel is
+    then skipped: it walks memory in order, so a transposed layout once turned updates around)."""
+    layers = ({"type": "dense", "units": 16, "activation": "tanh"}, {"type": "dense", "units": 7, "activation": "tanh"},
+              {"type": "dense", "units": 1})
+    x = np.random.default_rng(2).uniform(-1.0, 1.0, size=(32, 3)).astype(np.float32)
+    y = np.sin(x[:, 0]).astype(np.float32)
+    called = []
+    fused = torch._fused_adam_
+
+    def counting(*args, **kwargs):
+        called.append(1)
+        return fused(*args, **kwargs)
+
+    def run(use_fused, transposed=False):
+        monkeypatch.setattr(torch, "_fused_adam_", counting if use_fused else None, raising=False)
+        test = ComponentTest(Regression(AdamOptimizer(0.02, clip_grad_norm=0.5), layers=layers), input_spaces=SPACES,
+                             backend="pytorch")
+        if transposed:
+            kernel = test.executor.variables()["regression/neural-network/dense-1/kernel"]
+            with torch.no_grad():  # Same values, transposed memory layout.
+                kernel.set_(kernel.detach().t().contiguous().t())
+            assert not kernel.is_contiguous()
+        losses = [float(test.test(("update", [x, y, 0.0]))[0]) for _ in range(4)]
+        return losses, test.executor.get_weights(trainable_only=False)
+
+    reference = run(False)
+    assert not called
+    for transposed in (False, True):
+        called.clear()
+        losses, weights = run(True, transposed)
+        assert bool(called) != transposed  # The kernel ran, except with a non-contiguous variable.
+        np.testing.assert_allclose(losses, reference[0], rtol=1e-4, atol=1e-5)
+        for key, value in reference[1].items():
+            np.testing.assert_allclose(weights[key], value, rtol=1e-4, atol=1e-5, err_msg=key)  # lr 0.02: a wrong update is off by ~0.02
+
+
+def test_pytorch_variables_are_contiguous():
+    """Initializers may give Fortran-ordered arrays (orthogonal's QR); variables are made C-contiguous."""
+    from rlgraph.backends import get_backend
+    value = np.asfortranarray(np.arange(12, dtype=np.float32).reshape(3, 4))
+    var = get_backend("pytorch").create_variable("v", value, trainable=True)
+    assert var.is_contiguous()
+    np.testing.assert_array_equal(var.detach().numpy(), value)

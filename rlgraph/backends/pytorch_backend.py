@@ -17,7 +17,7 @@ class PyTorchBackend(Backend):
         return d
 
     def create_variable(self, name, value, trainable, device=None):
-        t = torch.from_numpy(np.array(value, copy=True))
+        t = torch.from_numpy(np.array(value, copy=True, order="C"))  # Contiguous (initializers may give F order).
         if device:
             t = t.to(self.normalize_device(device))
         if trainable:

@@ -208,12 +208,16 @@ class Optimizer(Component):
             self.steps.add_(1)
             learning_rate = torch.as_tensor(learning_rate)
             for group, g in zip(flat.groups, groups):
-                delta, new_slots = self.update_rule(g, dict(group.slots), learning_rate.to(g.dtype),
-                                                    self.steps.to(g.dtype))
-                for name, value in new_slots.items():
-                    group.slots[name].copy_(value)
-                group.subtract(delta)
+                self._torch_group_step(group, g, learning_rate.to(g.dtype), self.steps.to(g.dtype))
         return norm
+
+    def _torch_group_step(self, group, grad, learning_rate, step):
+        """One step of ``update_rule`` for a group of ``_TorchFlatSlots`` (its flat gradient ``grad``); an
+        optimizer with a backend-native fused kernel of its rule may run that instead (same update)."""
+        delta, new_slots = self.update_rule(grad, dict(group.slots), learning_rate, step)
+        for name, value in new_slots.items():
+            group.slots[name].copy_(value)
+        group.subtract(delta)
 
     # --- helpers -----------------------------------------------------------------------------------------------
     def _slots_for(self, key, var):
@@ -259,11 +263,16 @@ class _TorchFlatSlots:
             self.dtype = dtype
             self.keys, self.variables, self.shapes, self.sizes = [], [], [], []
             self.slots = {}
+            self.slot_views = {}  # slot name -> each variable's slot variable (views of ``slots[name]``)
+            self.contiguous = True
 
         def subtract(self, delta):
             """``variable -= delta`` for each variable, ``delta`` being the group's flat update."""
-            chunks = delta.split(self.sizes)
-            torch._foreach_sub_(self.variables, [c.view(s) for c, s in zip(chunks, self.shapes)])
+            torch._foreach_sub_(self.variables, self.views(delta))
+
+        def views(self, flat):
+            """A flat vector of the group as one view per variable, in the variables' shapes."""
+            return [c.view(s) for c, s in zip(flat.split(self.sizes), self.shapes)]
 
     def __init__(self, keys, variables, slots, slot_names):
         self.keys = tuple(keys)
@@ -289,6 +298,9 @@ class _TorchFlatSlots:
                     m[name].set_(buffer[offset:offset + size].view(shape))
                     offset += size
                 group.slots[name] = buffer
+                group.slot_views[name] = [m[name] for m in members]
+            # Multi-tensor kernels walk each tensor's memory in order: they need contiguous variables.
+            group.contiguous = all(v.is_contiguous() for v in group.variables)
         self.single = len(self.groups) == 1
 
     def fits(self, keys, variables):
