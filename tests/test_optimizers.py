@@ -348,7 +348,11 @@ def test_fused_pytorch_adam_equals_the_update_rule(monkeypatch):
             with torch.no_grad():  # Same values, transposed memory layout.
                 kernel.set_(kernel.detach().t().contiguous().t())
             assert not kernel.is_contiguous()
+        variables = list(test.executor.variables(trainable_only=True).values())
+        versions = [v._version for v in variables]
         losses = [float(test.test(("update", [x, y, 0.0]))[0]) for _ in range(4)]
+        # Every in-place update shows in the version counters (weight replicas refresh by them).
+        assert all(v._version > before for v, before in zip(variables, versions))
         return losses, test.executor.get_weights(trainable_only=False)
 
     reference = run(False)

@@ -45,6 +45,9 @@ class AdamOptimizer(Optimizer):
         fused(group.variables, group.views(grad), group.slot_views["m"], group.slot_views["v"], [],
               [step.to(grad.device)] * len(group.variables), lr=float(learning_rate), beta1=self.beta_1,
               beta2=self.beta_2, weight_decay=0.0, eps=self.epsilon, amsgrad=False, maximize=False)
+        # The kernel writes in place without bumping version counters, which others read to see a change
+        # (``WeightReplicas`` refreshes a tower's replicas by them; autograd checks saved tensors by them).
+        torch.autograd.graph.increment_version(group.variables + group.slot_views["m"] + group.slot_views["v"])
 
     def update_rule(self, grad, slots, learning_rate, step):
         m = self.beta_1 * slots["m"] + (1.0 - self.beta_1) * grad
