@@ -251,3 +251,26 @@ def test_learners_started_by_hand_at_given_addresses_train_together(tmp_path):
     summary = json.load(open(tmp_path / "run" / "summary.json"))
     assert summary["learner_env_steps"] == [2000, 2000]
     assert summary["learner_addresses"] == addresses
+
+
+def test_a_failed_all_reduce_names_a_learner_whose_exit_shows_late():
+    """A killed learner's sockets close before the OS reports its exit: the all-reduce error comes first.
+    Learner 0 waits a moment for an exit, so that the error names the learner (this raced under load)."""
+    import types
+
+    from rlgraph.execution.distributed.distributed_engine import DistributedEngine
+    from rlgraph.utils.errors import RLGraphLearnerGroupError
+    late = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5); raise SystemExit(9)"])
+    try:
+        engine = types.SimpleNamespace(processes_={1: late}, _tmp=None)
+        engine._log_tail = lambda rank, lines=5: "."
+        error = DistributedEngine._failure(engine, RLGraphLearnerGroupError("learner 0: the all-reduce failed"))
+        assert "learner 1" in str(error) and "died (exit code 9)" in str(error), error
+        alone = types.SimpleNamespace(processes_={}, _tmp=None)
+        start = time.monotonic()
+        general = DistributedEngine._failure(alone, RuntimeError("reset by peer"))
+        assert isinstance(general, RLGraphLearnerGroupError) and "reset by peer" in str(general)
+        assert time.monotonic() - start < 0.5  # No learners started here: nothing to wait for.
+    finally:
+        late.kill()
+        late.wait()

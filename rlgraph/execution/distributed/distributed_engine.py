@@ -233,16 +233,24 @@ class DistributedEngine:
                 raise RLGraphLearnerGroupError(f"learner {rank} (pid {process.pid}) exited with code {code} {when}"
                                                f"{self._log_tail(rank)}")
 
-    def _failure(self, error):
-        """The error to raise for a failed collective or control call: names a learner that died, if one did."""
-        for rank, process in self.processes_.items():
-            code = process.poll()
-            if code is not None:
-                return RLGraphLearnerGroupError(f"learner {rank} (pid {process.pid}) died (exit code {code}); a "
-                                                f"synchronous learner group cannot go on without it: the run stops "
-                                                f"(continue from the last checkpoint with --resume)"
-                                                f"{self._log_tail(rank)}")
-        return error if isinstance(error, RLGraphError) else RLGraphLearnerGroupError(str(error))
+    def _failure(self, error, grace_s=3.0):
+        """The error to raise for a failed collective or control call: names a learner that died, if one did.
+
+        A killed learner's sockets close before the operating system reports its exit, so a collective can
+        fail first: the learners started here get ``grace_s`` to show an exit before the error stays general.
+        """
+        deadline = time.monotonic() + (grace_s if self.processes_ else 0.0)
+        while True:
+            for rank, process in self.processes_.items():
+                code = process.poll()
+                if code is not None:
+                    return RLGraphLearnerGroupError(f"learner {rank} (pid {process.pid}) died (exit code {code}); a "
+                                                    f"synchronous learner group cannot go on without it: the run "
+                                                    f"stops (continue from the last checkpoint with --resume)"
+                                                    f"{self._log_tail(rank)}")
+            if time.monotonic() >= deadline:
+                return error if isinstance(error, RLGraphError) else RLGraphLearnerGroupError(str(error))
+            time.sleep(0.05)
 
     def _log_tail(self, rank, lines=5):
         if self._tmp is None:
