@@ -57,7 +57,8 @@ sys.path.insert(0, BENCH)
 
 import numpy as np  # noqa: E402
 
-from learner_throughput import TFAdam, minibatch_columns, network_weights, torch_adam  # noqa: E402
+from learner_throughput import (appo_settings, bare_appo_tf_update, minibatch_columns, network_weights,  # noqa: E402
+                                torch_adam)
 from rlgraph.agents import Agent  # noqa: E402
 from rlgraph.spaces import IntBox  # noqa: E402
 
@@ -158,14 +159,10 @@ def bare_learn_torch(config, weights, batch, seed, layout="channels_last"):
     import torch
     trunk, pi, vf, to_input = torch_cnn(weights, layout)
     params = [*trunk.parameters(), *pi.parameters(), *vf.parameters()]
-    opt = config["optimizer_spec"]
-    optimizer = torch_adam(params, opt["learning_rate"], "default")
-    clip_norm = opt.get("clip_grad_norm")
-    loss_spec = config["loss_spec"]
-    gamma, clip = config["discount"], loss_spec["clip_ratio"]
-    w_v, w_e = loss_spec["weight_baseline"], loss_spec["weight_entropy"]
-    normalize, clamp = loss_spec.get("normalize_advantages", False), config.get("reward_clipping") == "clamp_one"
-    scale = config.get("reward_scale", 1.0)
+    c = appo_settings(config)
+    optimizer = torch_adam(params, c["lr"], "default")
+    clip_norm, gamma, clip, w_v, w_e = c["clip_norm"], c["gamma"], c["clip"], c["w_v"], c["w_e"]
+    normalize, clamp, scale = c["normalize"], c["clamp"], c["scale"]
     rng = np.random.default_rng(seed)
     unroll, bootstrap = batch["unroll"], batch["bootstrap"]
     n = unroll["rewards"].shape[1]
@@ -257,68 +254,8 @@ def bare_act_tf(weights, seed=0):
 def bare_learn_tf(config, weights, batch, seed):
     import tensorflow as tf
     variables, trunk, heads = tf_cnn(weights)
-    opt = config["optimizer_spec"]
-    adam = TFAdam(variables, opt["learning_rate"])
-    clip_norm = opt.get("clip_grad_norm")
-    loss_spec = config["loss_spec"]
-    gamma, clip = config["discount"], loss_spec["clip_ratio"]
-    w_v, w_e = loss_spec["weight_baseline"], loss_spec["weight_entropy"]
-    normalize, clamp = loss_spec.get("normalize_advantages", False), config.get("reward_clipping") == "clamp_one"
-    scale = config.get("reward_scale", 1.0)
-
-    spec = lambda shape, dtype=tf.float32: tf.TensorSpec(shape, dtype)  # noqa: E731
-    signature = [spec([None, None, *FRAME_SHAPE], tf.uint8), spec([None, None], tf.int64), spec([None, None]),
-                 spec([None, None], tf.bool), spec([None, None]), spec([None, None]),
-                 spec([None, *FRAME_SHAPE], tf.uint8)]
-
-    @tf.function(input_signature=signature, autograph=False)
-    def traced(states, actions, rewards, terminals, truncation_values, behaviour, boot_states):
-        t, b = tf.shape(actions)[0], tf.shape(actions)[1]
-        with tf.GradientTape() as tape:
-            logits, values = heads(trunk(tf.reshape(states, [-1, *FRAME_SHAPE])))
-            log_pis = tf.reshape(tf.nn.log_softmax(logits), [t, b, NUM_ACTIONS])
-            values = tf.reshape(values, [t, b])
-            boot_values = heads(trunk(boot_states))[1]
-            log_probs = tf.reduce_sum(log_pis * tf.one_hot(actions, NUM_ACTIONS), -1)
-            entropy = -tf.reduce_sum(tf.exp(log_pis) * log_pis, -1)
-            r = scale * (tf.clip_by_value(rewards, -1.0, 1.0) if clamp else rewards) + gamma * truncation_values
-            discounts = gamma * (1.0 - tf.cast(terminals, tf.float32))
-            rhos = tf.minimum(1.0, tf.exp(log_probs - behaviour))
-            v_sg, boot_sg = tf.stop_gradient(values), tf.stop_gradient(boot_values)
-            next_values = tf.concat([v_sg[1:], boot_sg[None]], 0)
-            deltas = tf.stop_gradient(rhos * (r + discounts * next_values - v_sg))
-            decays = tf.stop_gradient(discounts * rhos)
-            vs_minus_v = tf.scan(lambda acc, x: x[0] + x[1] * acc, (deltas, decays), initializer=tf.zeros([b]),
-                                 reverse=True)
-            vs = vs_minus_v + v_sg
-            advantages = tf.stop_gradient(rhos * (r + discounts * tf.concat([vs[1:], boot_sg[None]], 0) - v_sg))
-            if normalize:
-                mean, variance = tf.nn.moments(advantages, axes=[0, 1])
-                advantages = (advantages - mean) / (tf.sqrt(variance) + 1e-8)
-            ratio = tf.exp(log_probs - behaviour)
-            policy = -tf.minimum(ratio * advantages, tf.clip_by_value(ratio, 1.0 - clip, 1.0 + clip) * advantages)
-            loss = tf.reduce_mean(policy + w_v * 0.5 * tf.square(values - vs) - w_e * entropy)
-        grads = tape.gradient(loss, variables)
-        norm = tf.linalg.global_norm(grads)
-        if clip_norm:
-            grads, _ = tf.clip_by_global_norm(grads, clip_norm, use_norm=norm)
-        adam.apply(grads)
-        return loss, norm, tf.reduce_mean(entropy), tf.reduce_mean(values)
-
-    step = traced.get_concrete_function()  # Called directly: no signature dispatch per call.
-    rng = np.random.default_rng(seed)
-    unroll, bootstrap = batch["unroll"], batch["bootstrap"]
-    n = unroll["rewards"].shape[1]
-    keys = ("states", "actions", "rewards", "terminals", "truncation_values", "behaviour_log_probs")
-
-    def update():
-        losses = []
-        for cols in minibatch_columns(rng, n, config["num_epochs"], config["num_minibatches"]):
-            out = step(*[unroll[k][:, cols] for k in keys], bootstrap["states"][cols])
-            losses.append(float(out[0].numpy()))
-            [o.numpy() for o in out[1:]]
-        return float(np.mean(losses))
-    return update
+    return bare_appo_tf_update(config, variables, lambda x: heads(trunk(x)), tf.TensorSpec(FRAME_SHAPE, tf.uint8),
+                               tf.int64, NUM_ACTIONS, batch, seed)
 
 
 # --- measuring ---------------------------------------------------------------------------------------------------

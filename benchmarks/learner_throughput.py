@@ -112,12 +112,9 @@ def bare_appo_torch(config, weights, batch, seed, optimizer_kind):
     trunk = torch.nn.Sequential(torch_linear(k0, b0), activation(), torch_linear(k1, b1), activation())
     pi, vf = torch_linear(ka, ba), torch_linear(kv, bv)
     params = [*trunk.parameters(), *pi.parameters(), *vf.parameters()]
-    opt = config["optimizer_spec"]
-    optimizer = torch_adam(params, opt["learning_rate"], optimizer_kind)
-    clip_norm = opt.get("clip_grad_norm")
-    loss_spec = config["loss_spec"]
-    gamma, scale, clip = config["discount"], config["reward_scale"], loss_spec["clip_ratio"]
-    w_v, w_e = loss_spec["weight_baseline"], loss_spec["weight_entropy"]
+    c = appo_settings(config)
+    optimizer = torch_adam(params, c["lr"], optimizer_kind)
+    clip_norm, gamma, scale, clip, w_v, w_e = c["clip_norm"], c["gamma"], c["scale"], c["clip"], c["w_v"], c["w_e"]
     rng = np.random.default_rng(seed)
     unroll, bootstrap = batch["unroll"], batch["bootstrap"]
     n = unroll["rewards"].shape[1]
@@ -227,39 +224,54 @@ def tf_dense_stack(weights, scope, names):
     return [(tf.Variable(k), tf.Variable(b)) for k, b in layer_weights(weights, scope, names)]
 
 
+def appo_settings(config):
+    """What a bare APPO pass takes from a config: loss weights, reward handling and the optimizer's settings."""
+    loss_spec, opt = config["loss_spec"], config["optimizer_spec"]
+    return dict(gamma=config["discount"], scale=config.get("reward_scale", 1.0), clip=loss_spec["clip_ratio"],
+                w_v=loss_spec["weight_baseline"], w_e=loss_spec["weight_entropy"],
+                normalize=loss_spec.get("normalize_advantages", False),
+                clamp=config.get("reward_clipping") == "clamp_one", lr=opt["learning_rate"],
+                clip_norm=opt.get("clip_grad_norm"))
+
+
 def bare_appo_tf(config, weights, batch, seed):
     import tensorflow as tf
     act = dict(tanh=tf.tanh, relu=tf.nn.relu)[config["network_spec"][0]["activation"]]
-    layers = tf_dense_stack(weights, "appo/policy",
-                            ["neural-network/dense", "neural-network/dense-1", "action-adapter", "value-head"])
-    variables = [x for layer in layers for x in layer]
-    opt = config["optimizer_spec"]
-    adam = TFAdam(variables, opt["learning_rate"])
-    clip_norm = opt.get("clip_grad_norm")
-    loss_spec = config["loss_spec"]
-    gamma, scale, clip = config["discount"], config["reward_scale"], loss_spec["clip_ratio"]
-    w_v, w_e = loss_spec["weight_baseline"], loss_spec["weight_entropy"]
+    (k0, b0), (k1, b1), (ka, ba), (kv, bv) = layers = tf_dense_stack(
+        weights, "appo/policy", ["neural-network/dense", "neural-network/dense-1", "action-adapter", "value-head"])
 
-    def trunk(x):
-        (k0, b0), (k1, b1) = layers[:2]
-        return act(tf.matmul(act(tf.matmul(x, k0) + b0), k1) + b1)
+    def forward(x):
+        h = act(tf.matmul(act(tf.matmul(x, k0) + b0), k1) + b1)
+        return tf.matmul(h, ka) + ba, (tf.matmul(h, kv) + bv)[:, 0]
+    return bare_appo_tf_update(config, [x for layer in layers for x in layer], forward,
+                               tf.TensorSpec([STATE_DIM], tf.float32), tf.int32, NUM_ACTIONS, batch, seed)
 
+
+def bare_appo_tf_update(config, variables, forward, state_spec, action_dtype, num_actions, batch, seed):
+    """``update()`` of a bare TF APPO learner over ``variables``: a ``tf.function`` (input signature, no Keras)
+    with ``GradientTape``, V-trace as a reverse ``tf.scan`` (as scalable_agent), PPO clipping and Adam written
+    out; ``forward(flat states) -> (logits [N, A], values [N])``; one call per minibatch of columns."""
+    import tensorflow as tf
+    c = appo_settings(config)
+    adam = TFAdam(variables, c["lr"])
+    gamma, scale, clip, w_v, w_e = c["gamma"], c["scale"], c["clip"], c["w_v"], c["w_e"]
+    shape = list(state_spec.shape)
     spec = lambda shape, dtype=tf.float32: tf.TensorSpec(shape, dtype)  # noqa: E731
-    signature = [spec([None, None, STATE_DIM]), spec([None, None], tf.int32), spec([None, None]),
-                 spec([None, None], tf.bool), spec([None, None]), spec([None, None]), spec([None, STATE_DIM])]
+    signature = [spec([None, None, *shape], state_spec.dtype), spec([None, None], action_dtype), spec([None, None]),
+                 spec([None, None], tf.bool), spec([None, None]), spec([None, None]),
+                 spec([None, *shape], state_spec.dtype)]
 
     @tf.function(input_signature=signature, autograph=False)
     def traced(states, actions, rewards, terminals, truncation_values, behaviour, boot_states):
-        (ka, ba), (kv, bv) = layers[2:]
         t, b = tf.shape(actions)[0], tf.shape(actions)[1]
         with tf.GradientTape() as tape:
-            h = trunk(tf.reshape(states, [-1, STATE_DIM]))
-            log_pis = tf.reshape(tf.nn.log_softmax(tf.matmul(h, ka) + ba), [t, b, NUM_ACTIONS])
-            values = tf.reshape(tf.matmul(h, kv) + bv, [t, b])
-            boot_values = tf.reshape(tf.matmul(trunk(boot_states), kv) + bv, [b])
-            log_probs = tf.reduce_sum(log_pis * tf.one_hot(actions, NUM_ACTIONS), -1)
+            logits, values = forward(tf.reshape(states, [-1, *shape]))
+            log_pis = tf.reshape(tf.nn.log_softmax(logits), [t, b, num_actions])
+            values = tf.reshape(values, [t, b])
+            boot_values = tf.reshape(forward(boot_states)[1], [b])
+            log_probs = tf.reduce_sum(log_pis * tf.one_hot(actions, num_actions), -1)
             entropy = -tf.reduce_sum(tf.exp(log_pis) * log_pis, -1)
-            r = scale * rewards + gamma * truncation_values
+            r = scale * (tf.clip_by_value(rewards, -1.0, 1.0) if c["clamp"] else rewards) + gamma * truncation_values
             discounts = gamma * (1.0 - tf.cast(terminals, tf.float32))
             rhos = tf.minimum(1.0, tf.exp(log_probs - behaviour))
             v_sg, boot_sg = tf.stop_gradient(values), tf.stop_gradient(boot_values)
@@ -270,18 +282,20 @@ def bare_appo_tf(config, weights, batch, seed):
                                  reverse=True)
             vs = vs_minus_v + v_sg
             advantages = tf.stop_gradient(rhos * (r + discounts * tf.concat([vs[1:], boot_sg[None]], 0) - v_sg))
+            if c["normalize"]:
+                mean, variance = tf.nn.moments(advantages, axes=[0, 1])
+                advantages = (advantages - mean) / (tf.sqrt(variance) + 1e-8)
             ratio = tf.exp(log_probs - behaviour)
             policy = -tf.minimum(ratio * advantages, tf.clip_by_value(ratio, 1.0 - clip, 1.0 + clip) * advantages)
             loss = tf.reduce_mean(policy + w_v * 0.5 * tf.square(values - vs) - w_e * entropy)
         grads = tape.gradient(loss, variables)
         norm = tf.linalg.global_norm(grads)
-        if clip_norm:
-            grads, _ = tf.clip_by_global_norm(grads, clip_norm, use_norm=norm)
+        if c["clip_norm"]:
+            grads, _ = tf.clip_by_global_norm(grads, c["clip_norm"], use_norm=norm)
         adam.apply(grads)
         return loss, norm, tf.reduce_mean(entropy), tf.reduce_mean(values)
 
     step = traced.get_concrete_function()  # Called directly: no signature dispatch per call.
-
     rng = np.random.default_rng(seed)
     unroll, bootstrap = batch["unroll"], batch["bootstrap"]
     n = unroll["rewards"].shape[1]
