@@ -57,8 +57,7 @@ sys.path.insert(0, BENCH)
 
 import numpy as np  # noqa: E402
 
-from learner_throughput import (appo_settings, bare_appo_tf_update, minibatch_columns, network_weights,  # noqa: E402
-                                torch_adam)
+from learner_throughput import bare_appo_tf_update, bare_appo_torch_update, network_weights  # noqa: E402
 from rlgraph.agents import Agent  # noqa: E402
 from rlgraph.spaces import IntBox  # noqa: E402
 
@@ -156,59 +155,8 @@ def bare_act_torch(weights, layout="channels_last"):
 
 
 def bare_learn_torch(config, weights, batch, seed, layout="channels_last"):
-    import torch
     trunk, pi, vf, to_input = torch_cnn(weights, layout)
-    params = [*trunk.parameters(), *pi.parameters(), *vf.parameters()]
-    c = appo_settings(config)
-    optimizer = torch_adam(params, c["lr"], "default")
-    clip_norm, gamma, clip, w_v, w_e = c["clip_norm"], c["gamma"], c["clip"], c["w_v"], c["w_e"]
-    normalize, clamp, scale = c["normalize"], c["clamp"], c["scale"]
-    rng = np.random.default_rng(seed)
-    unroll, bootstrap = batch["unroll"], batch["bootstrap"]
-    n = unroll["rewards"].shape[1]
-
-    def step(u, boot_states):
-        actions = torch.from_numpy(u["actions"])
-        t, b = actions.shape
-        h = trunk(to_input(u["states"].reshape((t * b,) + FRAME_SHAPE)))
-        logits, values = pi(h).reshape(t, b, -1), vf(h).reshape(t, b)
-        boot_values = vf(trunk(to_input(boot_states))).reshape(b)
-        log_pis = torch.log_softmax(logits, -1)
-        log_probs = log_pis.gather(-1, actions[..., None])[..., 0]
-        entropy = -(log_pis.exp() * log_pis).sum(-1)
-        rewards = torch.from_numpy(u["rewards"])
-        rewards = scale * (rewards.clamp(-1.0, 1.0) if clamp else rewards)
-        rewards = rewards + gamma * torch.from_numpy(u["truncation_values"])
-        discounts = gamma * (1.0 - torch.from_numpy(u["terminals"]).float())
-        behaviour = torch.from_numpy(u["behaviour_log_probs"])
-        with torch.no_grad():  # V-trace (Espeholt et al. 2018), rho_bar = c_bar = rho_bar_pg = 1.
-            rhos = torch.exp(log_probs - behaviour).clamp(max=1.0)
-            next_values = torch.cat([values[1:], boot_values[None]])
-            deltas = rhos * (rewards + discounts * next_values - values)
-            acc, vs_minus_v = torch.zeros(b), [None] * t
-            for i in range(t - 1, -1, -1):
-                acc = deltas[i] + discounts[i] * rhos[i] * acc
-                vs_minus_v[i] = acc
-            vs = torch.stack(vs_minus_v) + values
-            next_vs = torch.cat([vs[1:], boot_values[None]])
-            advantages = rhos * (rewards + discounts * next_vs - values)
-            if normalize:
-                advantages = (advantages - advantages.mean()) / (advantages.std(correction=0) + 1e-8)
-        ratio = torch.exp(log_probs - behaviour)
-        policy = -torch.minimum(ratio * advantages, ratio.clamp(1.0 - clip, 1.0 + clip) * advantages)
-        loss = (policy + w_v * 0.5 * (values - vs) ** 2 - w_e * entropy).mean()
-        optimizer.zero_grad()
-        loss.backward()
-        norm = torch.nn.utils.clip_grad_norm_(params, clip_norm) if clip_norm else torch.zeros(())
-        optimizer.step()
-        return loss.item(), norm.item(), entropy.detach().mean().item(), values.detach().mean().item()
-
-    def update():
-        losses = []
-        for cols in minibatch_columns(rng, n, config["num_epochs"], config["num_minibatches"]):
-            losses.append(step({k: v[:, cols] for k, v in unroll.items()}, bootstrap["states"][cols])[0])
-        return float(np.mean(losses))
-    return update
+    return bare_appo_torch_update(config, trunk, pi, vf, to_input, FRAME_SHAPE, batch, seed, "default")
 
 
 # --- bare TensorFlow ----------------------------------------------------------------------------------------------

@@ -110,7 +110,15 @@ def bare_appo_torch(config, weights, batch, seed, optimizer_kind):
     (k0, b0), (k1, b1), (ka, ba), (kv, bv) = layer_weights(
         weights, "appo/policy", ["neural-network/dense", "neural-network/dense-1", "action-adapter", "value-head"])
     trunk = torch.nn.Sequential(torch_linear(k0, b0), activation(), torch_linear(k1, b1), activation())
-    pi, vf = torch_linear(ka, ba), torch_linear(kv, bv)
+    return bare_appo_torch_update(config, trunk, torch_linear(ka, ba), torch_linear(kv, bv), torch.from_numpy,
+                                  (STATE_DIM,), batch, seed, optimizer_kind)
+
+
+def bare_appo_torch_update(config, trunk, pi, vf, to_input, state_shape, batch, seed, optimizer_kind):
+    """``update()`` of a bare eager PyTorch APPO learner: ``trunk``, policy head ``pi`` and value head ``vf``
+    (modules) on ``to_input(numpy states [N, *state_shape])``, V-trace as a reverse loop over time under
+    ``no_grad`` (as torchbeast), PPO clipping, ``torch.optim.Adam``; one step per minibatch of columns."""
+    import torch
     params = [*trunk.parameters(), *pi.parameters(), *vf.parameters()]
     c = appo_settings(config)
     optimizer = torch_adam(params, c["lr"], optimizer_kind)
@@ -119,16 +127,18 @@ def bare_appo_torch(config, weights, batch, seed, optimizer_kind):
     unroll, bootstrap = batch["unroll"], batch["bootstrap"]
     n = unroll["rewards"].shape[1]
 
-    def step(u, boot):
-        states, actions = torch.from_numpy(u["states"]), torch.from_numpy(u["actions"]).long()
+    def step(u, boot_states):
+        actions = torch.from_numpy(u["actions"]).long()
         t, b = actions.shape
-        logits = pi(h := trunk(states.reshape(t * b, -1))).reshape(t, b, -1)
-        values = vf(h).reshape(t, b)
-        boot_values = vf(trunk(torch.from_numpy(boot["states"]))).reshape(b)
+        h = trunk(to_input(u["states"].reshape((t * b,) + tuple(state_shape))))
+        logits, values = pi(h).reshape(t, b, -1), vf(h).reshape(t, b)
+        boot_values = vf(trunk(to_input(boot_states))).reshape(b)
         log_pis = torch.log_softmax(logits, -1)
         log_probs = log_pis.gather(-1, actions[..., None])[..., 0]
         entropy = -(log_pis.exp() * log_pis).sum(-1)
-        rewards = scale * torch.from_numpy(u["rewards"]) + gamma * torch.from_numpy(u["truncation_values"])
+        rewards = torch.from_numpy(u["rewards"])
+        rewards = scale * (rewards.clamp(-1.0, 1.0) if c["clamp"] else rewards)
+        rewards = rewards + gamma * torch.from_numpy(u["truncation_values"])
         discounts = gamma * (1.0 - torch.from_numpy(u["terminals"]).float())
         behaviour = torch.from_numpy(u["behaviour_log_probs"])
         with torch.no_grad():  # V-trace (Espeholt et al. 2018), rho_bar = c_bar = rho_bar_pg = 1.
@@ -142,6 +152,8 @@ def bare_appo_torch(config, weights, batch, seed, optimizer_kind):
             vs = torch.stack(vs_minus_v) + values
             next_vs = torch.cat([vs[1:], boot_values[None]])
             advantages = rhos * (rewards + discounts * next_vs - values)
+            if c["normalize"]:
+                advantages = (advantages - advantages.mean()) / (advantages.std(correction=0) + 1e-8)
         ratio = torch.exp(log_probs - behaviour)
         policy = -torch.minimum(ratio * advantages, ratio.clamp(1.0 - clip, 1.0 + clip) * advantages)
         loss = (policy + w_v * 0.5 * (values - vs) ** 2 - w_e * entropy).mean()
@@ -154,8 +166,7 @@ def bare_appo_torch(config, weights, batch, seed, optimizer_kind):
     def update():
         losses = []
         for cols in minibatch_columns(rng, n, config["num_epochs"], config["num_minibatches"]):
-            u = {k: v[:, cols] for k, v in unroll.items()}
-            losses.append(step(u, {k: v[cols] for k, v in bootstrap.items()})[0])
+            losses.append(step({k: v[:, cols] for k, v in unroll.items()}, bootstrap["states"][cols])[0])
         return float(np.mean(losses))
     return update
 
