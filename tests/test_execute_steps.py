@@ -24,6 +24,7 @@ def appo(backend, recurrent=False, **changes):
         config = json.load(f)
     config = {k: v for k, v in config.items() if k not in ("environment_spec", "train_spec", "description")}
     config["network_spec"] = [{"type": "dense", "units": 16, "activation": "tanh"}]
+    config.update(num_epochs=4, num_minibatches=2)  # The tests count 4 x 2 optimizer steps per update.
     if recurrent:
         config["network_spec"].append({"type": "lstm", "units": 8})
     config.update(changes)

@@ -50,7 +50,8 @@ def test_samples_are_one_update_older_than_without_the_thread(backend):
     versions of policy lag to every sample."""
     lags = {}
     for thread in (False, True):
-        worker, agent = engine("appo", backend, learner_thread=thread)
+        worker, agent = engine("appo", backend, learner_thread=thread, unroll_length=32, num_epochs=4,
+                               num_minibatches=2)
         assert isinstance(worker, PipelinedWorker) == thread
         try:
             results = worker.run(8 * 32 * 4)["results"]
