@@ -21,7 +21,9 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 #: Seconds to a mean return of 450 on CartPole-v1, measured on a 2-core machine (see issue #4).
 REFERENCE = {"appo": ("Sample Factory APPO", 62.0), "impala": ("RLlib IMPALA (after start-up)", 118.0),
              "dqn": ("RLlib DQN", 284.0), "apex": ("RLlib DQN", 284.0), "r2d2": ("RLlib DQN", 284.0)}
-AIM = {"appo": 30, "impala": 30, "dqn": 60, "apex": 60, "r2d2": 120}
+#: Issue 13's aims in seconds from launch, per backend.
+AIM = {"appo": {"pytorch": 6, "tf": 10}, "impala": {"pytorch": 6, "tf": 10}, "dqn": {"pytorch": 15, "tf": 20},
+       "apex": {"pytorch": 15, "tf": 20}, "r2d2": {"pytorch": 40, "tf": 40}}
 
 
 def run(agent, backend, max_seconds, seed):
@@ -61,7 +63,8 @@ def main():
             ref_name, ref_s = REFERENCE[agent]
             secs = "-" if r["seconds"] is None else f"{r['seconds']:.1f}"
             ratio = "-" if r["seconds"] is None else f"{ref_s / r['seconds']:.1f}x"
-            print(f"{agent:8} {backend:8} {secs:>9} {AIM[agent]:>5} {str(r['steps'] or '-'):>13} "
+            aim = AIM[agent].get(backend, "-")
+            print(f"{agent:8} {backend:8} {secs:>9} {aim:>5} {str(r['steps'] or '-'):>13} "
                   f"{r['rate'] or 0:>9,.0f} {r['final'] if r['final'] is not None else '-':>10}  "
                   f"{ref_name} {ref_s:.0f}  {ratio}", flush=True)
 
