@@ -110,6 +110,78 @@ def test_lstm_gradients_flow_on_tf():
     assert all(g is not None and np.abs(g.numpy()).sum() > 0 for g in grads)
 
 
+def _layer_gradients(backend, time_major, inputs, weights_out):
+    """d(sum(w_out * outputs) + sum(w_h * h_T) + sum(w_c * c_T)) / d(kernel, recurrent kernel, bias, h0, c0),
+    computed by the backend's autograd through the layer's graph function (resets in the middle)."""
+    test = ComponentTest(LSTMLayer(UNITS, bias_initializer="normal"), spaces(time_major), backend=backend)
+    layer = test.component
+    x, h0, c0, resets = inputs
+    if not time_major:
+        x, resets = x.transpose(1, 0, 2), resets.T
+    w_out, w_h, w_c = weights_out
+    if not time_major:
+        w_out = w_out.transpose(1, 0, 2)
+    weights_out.append(weights(test))
+    if backend == "tf":
+        import tensorflow as tf
+
+        h0v, c0v = tf.Variable(h0), tf.Variable(c0)
+        with tf.GradientTape() as tape:
+            outputs, (h, c) = layer._graph_fn_call(tf.constant(x), (h0v, c0v), tf.constant(resets))
+            loss = tf.reduce_sum(outputs * w_out) + tf.reduce_sum(h * w_h) + tf.reduce_sum(c * w_c)
+        grads = tape.gradient(loss, [layer.kernel, layer.recurrent_kernel, layer.bias, h0v, c0v])
+        return [g.numpy() for g in grads]
+    import torch
+
+    h0t, c0t = torch.tensor(h0, requires_grad=True), torch.tensor(c0, requires_grad=True)
+    outputs, (h, c) = layer._graph_fn_call(torch.tensor(x), (h0t, c0t), torch.tensor(resets))
+    loss = (outputs * torch.tensor(w_out)).sum() + (h * torch.tensor(w_h)).sum() + (c * torch.tensor(w_c)).sum()
+    loss.backward()
+    return [t.grad.numpy() for t in (layer.kernel, layer.recurrent_kernel, layer.bias, h0t, c0t)]
+
+
+@pytest.mark.parametrize("time_major", [True, False])
+def test_lstm_gradients_agree_across_backends(time_major):
+    """PyTorch's hand-written backpropagation through time gives TF's autodiff gradients of tf.scan, with
+    resets inside the sequence and gradients flowing from the outputs, the last h and the last c."""
+    rng = np.random.default_rng(11)
+    out_weights = [rng.standard_normal((T, B, UNITS)).astype(np.float32),
+                   rng.standard_normal((B, UNITS)).astype(np.float32),
+                   rng.standard_normal((B, UNITS)).astype(np.float32)]
+    tf_side, torch_side = list(out_weights), list(out_weights)
+    inputs = sample_inputs()
+    tf_grads = _layer_gradients("tf", time_major, inputs, tf_side)
+    torch_grads = _layer_gradients("pytorch", time_major, inputs, torch_side)
+    for a, b in zip(tf_side[3], torch_side[3]):  # Same seed, same initial weights on both backends.
+        np.testing.assert_array_equal(a, b)
+    for name, g_tf, g_torch in zip(["kernel", "recurrent kernel", "bias", "h0", "c0"], tf_grads, torch_grads):
+        assert np.abs(g_tf).max() > 1e-3, name
+        np.testing.assert_allclose(g_torch, g_tf, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("with_resets", [True, False])
+def test_lstm_scan_pytorch_passes_gradcheck(with_resets):
+    """The PyTorch scan's gradients (hand-written with resets, native ``torch.lstm`` without) against finite
+    differences in float64, for every input: x, kernels, bias and the initial state."""
+    import torch
+
+    from rlgraph.components.layers.lstm_scan_pytorch import lstm_scan
+
+    gen = torch.Generator().manual_seed(3)
+
+    def rand(*shape):
+        return (torch.randn(*shape, generator=gen, dtype=torch.float64) * 0.5).requires_grad_()
+
+    steps, batch, units, size = 5, 3, 2, 3
+    args = (rand(steps, batch, size), rand(size, 4 * units), rand(units, 4 * units), rand(4 * units),
+            rand(batch, units), rand(batch, units))
+    keep = None
+    if with_resets:
+        keep = torch.ones(steps, batch, 1, dtype=torch.float64)
+        keep[2, 0] = keep[0, 1] = keep[4, 2] = 0.0
+    assert torch.autograd.gradcheck(lambda *a: lstm_scan(*a, keep), args, eps=1e-6, atol=1e-6)
+
+
 def test_lstm_rejects_bad_spaces():
     with pytest.raises(RLGraphSpaceError, match="'inputs': expected a FloatBox of shape \\[in\\] with batch and time"):
         ComponentTest(LSTMLayer(UNITS), dict(inputs=FloatBox(shape=(IN,), add_batch_rank=True)), backend="pytorch")

@@ -1,5 +1,6 @@
 """A long short-term memory (LSTM) layer unrolled over the time rank."""
 from rlgraph.components.layers.layer import Layer
+from rlgraph.components.layers.lstm_scan_pytorch import lstm_scan
 from rlgraph.spaces import BoolBox, FloatBox, Tuple
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
@@ -122,7 +123,6 @@ class LSTMLayer(Layer):
     @graph_fn(backend="pytorch")
     def _graph_fn_call(self, inputs, initial_state, resets):
         x = inputs if self.time_major else inputs.transpose(0, 1)
-        xw = x @ self.kernel + self.bias
         if initial_state is None:
             h = c = x.new_zeros((x.shape[1], self.units))
         else:
@@ -131,13 +131,7 @@ class LSTMLayer(Layer):
         if resets is not None:
             r = resets if self.time_major else resets.transpose(0, 1)
             keep = (~r).to(x.dtype)[:, :, None]
-        outputs = []
-        for t in range(x.shape[0]):
-            if keep is not None:
-                h, c = h * keep[t], c * keep[t]
-            i, f, g, o = torch.addmm(xw[t], h, self.recurrent_kernel).chunk(4, dim=-1)
-            c = torch.sigmoid(f + self.forget_bias) * c + torch.sigmoid(i) * torch.tanh(g)
-            h = torch.sigmoid(o) * torch.tanh(c)
-            outputs.append(h)
-        outputs = torch.stack(outputs, dim=0 if self.time_major else 1)
-        return outputs, (h, c)
+        bias = torch.cat([self.bias[:self.units], self.bias[self.units:2 * self.units] + self.forget_bias,
+                          self.bias[2 * self.units:]])
+        outputs, c = lstm_scan(x, self.kernel, self.recurrent_kernel, bias, h, c, keep)
+        return (outputs if self.time_major else outputs.transpose(0, 1)), (outputs[-1], c)
