@@ -12,7 +12,10 @@ from rlgraph.components.component import Component
 from rlgraph.executors.device_strategy import DeviceStrategy, make_device_strategy
 from rlgraph.executors.input_checker import PYTHON_TYPES, bind_arguments, make_input_checker
 from rlgraph.graphs.graph_builder import GraphBuilder
+from rlgraph.graphs.meta_graph import GraphFnCall
+from rlgraph.graphs.records import flatten_records
 from rlgraph.utils.backend import get_default_backend, normalize_backend
+from rlgraph.utils.decorators import HOST
 from rlgraph.utils.errors import RLGraphAPIError, RLGraphError
 from rlgraph.utils.specifiable import Specifiable
 
@@ -97,7 +100,8 @@ class GraphExecutor(Specifiable):
                         for p in dynamic} if self.validate_inputs else {p: (lambda x: x) for p in dynamic}
             defaults = {p.name: p.default for p in info.params if p.name not in self.input_spaces}
             self._signatures[name] = (params, dynamic, checkers, defaults)
-            self._calls[name] = self.device_strategy.wrap_call(
+            call = self._host_call(name, params, dynamic, checkers, defaults)
+            self._calls[name] = call if call is not None else self.device_strategy.wrap_call(
                 name, self._make_call(name, params, dynamic, checkers, defaults))
         self.build_seconds = time.perf_counter() - start
         logger.debug("Built '%s' on %s in %.3f s.", self.root.global_scope, self.backend.name, self.build_seconds)
@@ -105,6 +109,37 @@ class GraphExecutor(Specifiable):
     def _make_call(self, name, params, dynamic, checkers, defaults):
         """Returns ``call(*args, **kwargs)`` running root API method ``name``; backend-specific."""
         raise NotImplementedError
+
+    def _host_call(self, name, params, dynamic, checkers, defaults):
+        """``call(*args, **kwargs)`` running root API method ``name`` on the host, without the backend, where
+        its whole body is one graph function with a host implementation (``graph_fn(backend=HOST)``) applied
+        to the method's own arguments and returning nothing (a numpy memory's insert): the same effect
+        and errors without a backend call (on TF: no ``tf.function`` and ``tf.numpy_function`` round trip).
+        None where that does not hold, or where the device strategy runs the method as towers."""
+        root_call = self.meta_graph.api[name]
+        if defaults or params != dynamic or self.meta_graph.towers.get(name) or root_call.outputs is not None:
+            return None
+        fn_calls, api_calls = [], [root_call]
+        while api_calls:
+            for c in api_calls.pop().calls:
+                (fn_calls if isinstance(c, GraphFnCall) else api_calls).append(c)
+        if len(fn_calls) != 1:
+            return None
+        (node,) = fn_calls
+        host = node.fn.impls.get(HOST)
+        if host is None or node.kwargs or node.outputs or len(node.args) != len(dynamic) or not all(
+                _same_records(arg, root_call.args[p]) for arg, p in zip(node.args, dynamic)):
+            return None
+        component, checks = node.component, [checkers[p] for p in dynamic]
+        general, scope = self._general_args, self.root.global_scope
+
+        def call(*args, **kwargs):
+            if kwargs or len(args) != len(checks):
+                args, _ = general(name, params, dynamic, checkers, defaults, args, kwargs, scope)
+            else:
+                args = [check(a) for check, a in zip(checks, args)]
+            host(component, *args)
+        return call
 
     def _api_callable(self, name):
         """What the backend runs (TF: traces) for root API method ``name``: the bound method, or the device
@@ -326,6 +361,12 @@ def _stack(outputs):
     if isinstance(first, (tuple, list)):
         return tuple(_stack([o[j] for o in outputs]) for j in range(len(first)))
     return np.stack([np.asarray(o) for o in outputs])
+
+
+def _same_records(a, b):
+    """Whether two (nested) graph values hold the same records, in the same order (and hold any)."""
+    ra, rb = flatten_records(a), flatten_records(b)
+    return bool(ra) and len(ra) == len(rb) and all(x is y for x, y in zip(ra, rb))
 
 
 def builder_input_spaces(meta_graph):

@@ -97,12 +97,17 @@ def rlgraph_api(fn=None, *, name=None, must_be_complete=True, batch_size_arg=Non
     return api_method
 
 
+#: The pseudo-backend of a graph function's implementation on numpy values (``graph_fn(backend=HOST)``).
+HOST = "host"
+
+
 class GraphFunction:
     """A graph function: one implementation per backend (or one backend-free implementation).
 
     Attributes:
         name: The method name.
-        impls: Maps a backend name ("tf", "pytorch") or None (any backend) to a plain function.
+        impls: Maps a backend name ("tf", "pytorch") or None (any backend) to a plain function; ``HOST`` to
+            the implementation on numpy values an executor may run without the backend (see ``graph_fn``).
         returns: The number of outputs, or None to read it from the source's return statements.
         split_ops: If True, container (dict/tuple) arguments are split into their primitive leaves, the
             function is called once per leaf (other arguments passed as they are), and the results are
@@ -132,7 +137,7 @@ class GraphFunction:
         """The implementation for ``backend``, or raises naming the missing one."""
         fn = self.impls.get(backend) or self.impls.get(None)
         if fn is None:
-            have = ", ".join(sorted(str(b) for b in self.impls))
+            have = ", ".join(sorted(str(b) for b in self.impls if b != HOST))
             raise RLGraphBackendError(f"Graph function '{self.name}' has no implementation for backend "
                                       f"'{backend}' (it has: {have}).")
         return fn
@@ -176,7 +181,10 @@ def graph_fn(fn=None, *, backend=None, returns=None, split_ops=False, add_auto_k
 
     Args:
         fn: The method.
-        backend: "tf", "pytorch" or None (any backend).
+        backend: "tf", "pytorch" or None (any backend); or ``HOST`` ("host"): an implementation on numpy values
+            that touches no backend state (e.g. a numpy memory's insert), which an executor runs directly,
+            without the backend, where a root API method is this one graph function applied to its own
+            arguments (``GraphExecutor``). It complements the backend implementations; it never replaces them.
         returns: Number of return values; by default counted from the source's return statements.
         split_ops: Call once per primitive leaf of container arguments and merge the results back.
         add_auto_key_as_first_param: With ``split_ops``, pass each leaf's flat key first.
@@ -186,7 +194,7 @@ def graph_fn(fn=None, *, backend=None, returns=None, split_ops=False, add_auto_k
         return functools.partial(graph_fn, backend=backend, returns=returns, split_ops=split_ops,
                                  add_auto_key_as_first_param=add_auto_key_as_first_param,
                                  requires_variable_completeness=requires_variable_completeness)
-    if backend is not None:
+    if backend is not None and backend != HOST:
         from rlgraph.utils.backend import normalize_backend
         backend = normalize_backend(backend)
     # A second implementation of an existing graph function defined in the same class body.

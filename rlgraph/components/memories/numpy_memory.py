@@ -169,6 +169,11 @@ class NumpyMemory(Memory):
         """
         if self.in_build_run:
             return None if out_specs is None else self.zero_outputs(out_specs, num_records)
+        return self.host_numpy_call(fn, *args, api_method=api_method)
+
+    def host_numpy_call(self, fn, *args, api_method):
+        """Calls the numpy side (from a PyTorch or a host graph function, ``graph_fn(backend=HOST)``); its
+        ``RLGraphError`` becomes ``RLGraphRuntimeError`` naming the memory and ``api_method``."""
         try:
             return fn(*args)
         except RLGraphError as e:

@@ -3,7 +3,7 @@ import numpy as np
 
 from rlgraph.components.memories.numpy_memory import NumpyMemory, flat_specs, torch_to_numpy
 from rlgraph.components.memories.prioritized_replay_buffer import PrioritizedReplayBuffer
-from rlgraph.utils.decorators import graph_fn, rlgraph_api
+from rlgraph.utils.decorators import HOST, graph_fn, rlgraph_api
 from rlgraph.utils.validation import Number, check_args
 
 
@@ -113,6 +113,20 @@ class PrioritizedReplay(NumpyMemory):
         flat = self.record_space.flatten_value(records)
         self.torch_numpy_call(self._insert_with_priorities_numpy, {k: torch_to_numpy(v) for k, v in flat.items()},
                               torch_to_numpy(priorities), api_method="insert_records_with_priorities")
+
+    @graph_fn(backend=HOST)
+    def _graph_fn_insert_records_with_priorities(self, records, priorities):
+        flat = self.record_space.flatten_value(records)
+        self.host_numpy_call(self._insert_with_priorities_numpy, {k: np.asarray(v) for k, v in flat.items()},
+                             np.asarray(priorities), api_method="insert_records_with_priorities")
+
+    # Inserts run on the host where a root API method is only the insert (``GraphExecutor``); the backends'
+    # implementations are NumpyMemory's.
+    @graph_fn(backend=HOST)
+    def _graph_fn_insert_records(self, records):
+        flat = self.record_space.flatten_value(records)
+        self.host_numpy_call(self._insert_numpy, {k: np.asarray(v) for k, v in flat.items()},
+                             api_method="insert_records")
 
     @rlgraph_api
     def get_records(self, num_records=1):

@@ -1,0 +1,112 @@
+"""Root API methods that are one host graph function (``graph_fn(backend=HOST)``) run without the backend.
+
+A numpy memory's insert is such a function: the executor calls it directly on the checked numpy arguments
+(on TF: no ``tf.function`` call and ``tf.numpy_function`` round trip). These tests check that the host path is
+taken exactly where the method is a pure pass-through, that it stores what the backend path stores, and that
+errors stay the same.
+"""
+import numpy as np
+import pytest
+
+from rlgraph import graph_fn, rlgraph_api
+from rlgraph.components import Component
+from rlgraph.components.memories import PrioritizedReplay
+from rlgraph.spaces import Dict, FloatBox, IntBox
+from rlgraph.tests import ComponentTest
+from rlgraph.utils.decorators import HOST, GraphFunction
+from rlgraph.utils.errors import RLGraphBackendError, RLGraphRuntimeError, RLGraphSpaceError
+
+RECORDS = Dict(states=FloatBox(shape=(2,)), actions=IntBox(10 ** 6), add_batch_rank=True)
+SPACES = dict(records=RECORDS, num_records=int, priorities=FloatBox(add_batch_rank=True),
+              indices=IntBox(shape=(), dtype="int64", add_batch_rank=True))
+
+
+def records(start, n):
+    ids = np.arange(start, start + n)
+    return {"states": np.stack([ids, -ids], axis=1).astype(np.float32), "actions": ids.astype(np.int32)}
+
+
+@pytest.fixture
+def host_calls(monkeypatch):
+    """Counts the calls of PrioritizedReplay's host implementations, by name."""
+    counts = {}
+    for name in ("_graph_fn_insert_records", "_graph_fn_insert_records_with_priorities"):
+        gf = getattr(PrioritizedReplay, name)
+        original = gf.impls[HOST]
+
+        def counted(*args, _name=name, _fn=original, **kwargs):  # No return statement: inserts return nothing.
+            counts[_name] = counts.get(_name, 0) + 1
+            _fn(*args, **kwargs)
+        monkeypatch.setitem(gf.impls, HOST, counted)
+        monkeypatch.setattr(gf, "_num_outputs", gf._num_outputs)  # Restored after the test.
+    return counts
+
+
+class ScalingInserter(Component):
+    """Scales the states before inserting them: its insert is not a pass-through to the memory."""
+
+    def __init__(self):
+        super().__init__(scope="scaling-inserter")
+        self.memory = PrioritizedReplay(16, seed=1)
+        self.add_components(self.memory)
+
+    @rlgraph_api
+    def insert_records(self, records):
+        return self.memory.insert_records(self._graph_fn_scale(records))
+
+    @rlgraph_api
+    def get_records(self, num_records):
+        return self.memory.get_records(num_records)
+
+    @graph_fn
+    def _graph_fn_scale(self, records):
+        return dict(states=records["states"] * 10.0, actions=records["actions"])
+
+
+def test_memory_inserts_run_on_the_host_and_store_what_the_backend_would(backend, host_calls):
+    test = ComponentTest(PrioritizedReplay(16, seed=1), input_spaces=SPACES, backend=backend)
+    test.test(("insert_records", records(0, 5)))
+    test.test(("insert_records_with_priorities", [records(5, 3), np.array([1.0, 2.0, 3.0], np.float32)]))
+    assert host_calls == {"_graph_fn_insert_records": 1, "_graph_fn_insert_records_with_priorities": 1}
+    if backend == "tf":  # The backend never saw the inserts.
+        assert test.executor.trace_counts["insert_records"] == 0
+    assert test.test("get_size") == 8
+    sampled, indices, _ = test.test(("get_records", 8))
+    np.testing.assert_array_equal(sampled["actions"], indices)  # Record i holds id i: stored as given.
+    np.testing.assert_array_equal(sampled["states"][:, 0], indices)
+    np.testing.assert_array_equal(sampled["states"][:, 1], -indices)
+
+
+def test_a_root_method_doing_more_than_the_insert_keeps_the_backend_path(backend, host_calls):
+    test = ComponentTest(ScalingInserter(), input_spaces=dict(records=RECORDS, num_records=int), backend=backend)
+    test.test(("insert_records", records(0, 4)))
+    assert host_calls == {}
+    sampled, indices, _ = test.test(("get_records", 4))
+    np.testing.assert_array_equal(sampled["states"][:, 0], 10.0 * indices)
+
+
+def test_host_inserts_keep_the_checks_and_errors_of_the_backend_path(backend):
+    test = ComponentTest(PrioritizedReplay(16, seed=1), input_spaces=SPACES, backend=backend)
+    bad = records(0, 2)
+    bad["states"] = np.zeros((2, 3), np.float32)
+    with pytest.raises(RLGraphSpaceError, match=r"insert_records.*records.*states"):
+        test.test(("insert_records", bad))
+    with pytest.raises(RLGraphRuntimeError, match=r"PrioritizedReplay prioritized-replay, API method "
+                                                  r"insert_records_with_priorities: .*priorities"):
+        test.test(("insert_records_with_priorities", [records(0, 2), np.array([1.0, -1.0], np.float32)]))
+    assert test.test("get_size") == 0  # Nothing half-inserted.
+    # Keyword arguments bind as on the backend path.
+    test.executor.execute("insert_records", records=records(0, 3))
+    assert test.test("get_size") == 3
+
+
+def test_host_is_a_pseudo_backend_of_graph_functions_only():
+    def fn(self, x):
+        return x
+
+    gf = graph_fn(fn, backend=HOST)
+    assert isinstance(gf, GraphFunction) and set(gf.impls) == {HOST}
+    with pytest.raises(RLGraphBackendError, match=r"no implementation for backend 'tf' \(it has: \)"):
+        gf.impl_for("tf")
+    with pytest.raises(RLGraphBackendError, match="Unknown backend 'hots'"):
+        graph_fn(fn, backend="hots")
