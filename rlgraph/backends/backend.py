@@ -67,5 +67,11 @@ class Backend:
     def set_seed(self, seed):
         """Seeds the backend's random number generators."""
 
+    def no_gradient_recording(self):
+        """A context in which computations record nothing for a backward pass (their results are constants to
+        the loss): ``torch.no_grad()`` on PyTorch; nothing on TF, where the tape only follows what the loss
+        uses and losses stop the gradients of their targets themselves."""
+        return contextlib.nullcontext()
+
     def normalize_device(self, device):
         return device

@@ -74,6 +74,9 @@ class PyTorchBackend(Backend):
     def set_seed(self, seed):
         torch.manual_seed(seed)
 
+    def no_gradient_recording(self):
+        return torch.no_grad()
+
 
 def _numpy_dtype(torch_dtype):
     return torch.empty((), dtype=torch_dtype).numpy().dtype

@@ -1,4 +1,5 @@
 """The base class of everything a graph is made of."""
+import contextlib
 import copy
 import logging
 import re
@@ -162,6 +163,12 @@ class Component(Specifiable):
 
     def create_variables(self, input_spaces, action_space=None):
         """Creates this component's variables with ``get_variable``; called once all input spaces are known."""
+
+    def no_gradient_recording(self):
+        """A context for API method bodies whose computations are constants to the loss (e.g. target-network
+        passes): the backend records nothing for a backward pass there (``Backend.no_gradient_recording``);
+        no effect while the meta graph is assembled, before any backend exists."""
+        return contextlib.nullcontext() if self.backend is None else self.backend.no_gradient_recording()
 
     def get_variable(self, name, shape=(), dtype="float32", initializer=None, trainable=None, from_space=None,
                      add_batch_rank=None):

@@ -1,6 +1,4 @@
 """The root component of DQN-family agents (DQN, Ape-X)."""
-import contextlib
-
 from rlgraph.components.common.synchronizable import Synchronizable
 from rlgraph.components.component import Component
 from rlgraph.components.explorations.exploration import Exploration
@@ -88,17 +86,12 @@ class DQNAlgorithmComponent(Component):
         states = self.preprocessor.preprocess(records["states"])
         next_states = self.preprocessor.preprocess(records["next_states"])
         q_s = self.policy.get_adapter_outputs(states)["adapter_outputs"]
-        with self._targets_without_autograd():  # The loss treats both as constants: the same values.
+        # The loss treats both as constants: on PyTorch they record no graph for a backward pass never reaching them.
+        with self.no_gradient_recording():
             qt_sp = self.target_policy.get_adapter_outputs(next_states)["adapter_outputs"]
             q_sp = self.policy.get_adapter_outputs(next_states)["adapter_outputs"] if self.double_q else None
         return self.loss_function.loss(q_s, records["actions"], records["rewards"], records["terminals"], qt_sp,
                                        q_sp, importance_weights)
-
-    def _targets_without_autograd(self):
-        """A context without autograd on PyTorch (the target and double-Q forward passes record no graph for a
-        backward pass that never reaches them); a no-op on TF, whose loss stops their gradients."""
-        backend = getattr(self.backend, "name", None)
-        return torch.no_grad() if backend == "pytorch" else contextlib.nullcontext()
 
     @rlgraph_api(batch_size_arg="batch_size")  # Towers of a multi-device strategy each draw their share.
     def update_from_memory(self, batch_size, time_percentage):
