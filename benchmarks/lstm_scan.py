@@ -1,0 +1,153 @@
+"""LSTMLayer's forward + backward pass against hand-written equivalents, at R2D2's learner shapes.
+
+PyTorch: rlgraph's scan (one autograd node with hand-written backpropagation through time, resets inside the
+sequence) against (a) the same LSTM written as a Python loop of per-step ops under autograd (what the layer
+ran before) and (b) PyTorch's native ``torch.nn.LSTM`` without resets (ATen's C++ loop; it cannot zero the
+state inside a sequence, so it is the floor, not an equivalent). TensorFlow: rlgraph's ``tf.scan`` unroll
+inside a ``tf.function`` against Keras' ``LSTM`` layer without resets. Interleaved rounds, medians, ratios
+from one run; no absolute aims.
+
+    python benchmarks/lstm_scan.py [--steps 20] [--batch 256] [--units 64] [--rounds 15]
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def timed(fn, seconds):
+    """Mean milliseconds of one ``fn()`` over at least ``seconds`` (after one warm-up call)."""
+    fn()
+    n, start = 0, time.perf_counter()
+    while True:
+        fn()
+        n += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds:
+            return elapsed / n * 1e3
+
+
+def layer_inputs(steps, batch, units, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((steps, batch, units)).astype(np.float32)
+    resets = rng.random((steps, batch)) < 0.05  # Episode starts scattered over the sequence, as in R2D2.
+    return x, resets
+
+
+def pytorch_variants(steps, batch, units):
+    import torch
+
+    from rlgraph.components.layers import LSTMLayer
+    from rlgraph.spaces import BoolBox, FloatBox, Tuple
+    from rlgraph.tests import ComponentTest
+
+    spaces = dict(inputs=FloatBox(shape=(units,), add_batch_rank=True, add_time_rank=True, time_major=True),
+                  initial_state=Tuple(FloatBox(shape=(units,)), FloatBox(shape=(units,)), add_batch_rank=True),
+                  resets=BoolBox(add_batch_rank=True, add_time_rank=True, time_major=True))
+    layer = ComponentTest(LSTMLayer(units), spaces, backend="pytorch").component
+    x_np, resets_np = layer_inputs(steps, batch, units)
+    x, resets = torch.tensor(x_np), torch.tensor(resets_np)
+    zeros = torch.zeros(batch, units)
+    kernel, recurrent, bias = layer.kernel, layer.recurrent_kernel, layer.bias
+    keep = (~resets).float()[:, :, None]
+
+    def ours():
+        outputs, (h, c) = layer._graph_fn_call(x, (zeros, zeros), resets)
+        (outputs.sum() + c.sum()).backward()
+
+    def python_loop():  # The per-step autograd loop, written out.
+        xw = x @ kernel + bias
+        h = c = zeros
+        outs = []
+        for t in range(steps):
+            h, c = h * keep[t], c * keep[t]
+            i, f, g, o = torch.addmm(xw[t], h, recurrent).chunk(4, dim=-1)
+            c = torch.sigmoid(f + 1.0) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+            outs.append(h)
+        (torch.stack(outs).sum() + c.sum()).backward()
+
+    native = torch.nn.LSTM(units, units)
+
+    def native_no_resets():
+        outputs, (h, c) = native(x, (zeros[None], zeros[None]))
+        (outputs.sum() + c.sum()).backward()
+
+    return {"rlgraph (resets)": ours, "Python loop under autograd (resets)": python_loop,
+            "torch.nn.LSTM (no resets)": native_no_resets}
+
+
+def tf_variants(steps, batch, units):
+    import tensorflow as tf
+
+    from rlgraph.components.layers import LSTMLayer
+    from rlgraph.spaces import BoolBox, FloatBox, Tuple
+    from rlgraph.tests import ComponentTest
+
+    spaces = dict(inputs=FloatBox(shape=(units,), add_batch_rank=True, add_time_rank=True, time_major=True),
+                  initial_state=Tuple(FloatBox(shape=(units,)), FloatBox(shape=(units,)), add_batch_rank=True),
+                  resets=BoolBox(add_batch_rank=True, add_time_rank=True, time_major=True))
+    layer = ComponentTest(LSTMLayer(units), spaces, backend="tf").component
+    x_np, resets_np = layer_inputs(steps, batch, units)
+    x, resets = tf.constant(x_np), tf.constant(resets_np)
+    zeros = tf.zeros((batch, units))
+    variables = [layer.kernel, layer.recurrent_kernel, layer.bias]
+
+    @tf.function
+    def ours():
+        with tf.GradientTape() as tape:
+            outputs, (h, c) = layer._graph_fn_call(x, (zeros, zeros), resets)
+            loss = tf.reduce_sum(outputs) + tf.reduce_sum(c)
+        return tape.gradient(loss, variables)
+
+    keras_lstm = tf.keras.layers.LSTM(units, return_sequences=True, return_state=True, time_major=False) \
+        if "time_major" in tf.keras.layers.LSTM.__init__.__code__.co_varnames else \
+        tf.keras.layers.LSTM(units, return_sequences=True, return_state=True)
+    x_batch_major = tf.transpose(x, [1, 0, 2])
+    keras_lstm(x_batch_major)  # Creates its weights.
+
+    @tf.function
+    def keras_no_resets():
+        with tf.GradientTape() as tape:
+            outputs, h, c = keras_lstm(x_batch_major, initial_state=[zeros, zeros])
+            loss = tf.reduce_sum(outputs) + tf.reduce_sum(c)
+        return tape.gradient(loss, keras_lstm.trainable_variables)
+
+    return {"rlgraph tf.scan (resets)": ours, "Keras LSTM (no resets)": keras_no_resets}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--units", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--seconds", type=float, default=0.3, help="minimum time of one repetition")
+    parser.add_argument("--backend", choices=["tf", "pytorch"], action="append")
+    args = parser.parse_args()
+    backends = args.backend or ["pytorch", "tf"]
+    print(f"LSTM forward + backward, T={args.steps}, B={args.batch}, {args.units} units; median ms of "
+          f"{args.rounds} interleaved rounds")
+    for backend in backends:
+        make = pytorch_variants if backend == "pytorch" else tf_variants
+        variants = make(args.steps, args.batch, args.units)
+        times = {name: [] for name in variants}
+        for _ in range(args.rounds):
+            for name, fn in variants.items():
+                times[name].append(timed(fn, args.seconds))
+        medians = {name: statistics.median(ts) for name, ts in times.items()}
+        ours = next(iter(medians.values()))
+        print(f"\n| {backend} | ms | ms / rlgraph ms |\n|---|---|---|")
+        for name, ms in medians.items():
+            print(f"| {name} | {ms:.2f} | {ms / ours:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
