@@ -33,8 +33,9 @@ class LossFunction(Component):
 
     @graph_fn(backend="pytorch")
     def _graph_fn_average(self, loss_per_item, importance_weights=None):
-        if importance_weights is not None:
-            loss_per_item = importance_weights.to(loss_per_item.dtype) * loss_per_item
+        if importance_weights is not None:  # One dot product: the product and the sum in one op.
+            weights = importance_weights.to(loss_per_item.dtype).expand_as(loss_per_item)
+            return torch.dot(weights.reshape(-1), loss_per_item.reshape(-1)) / loss_per_item.numel()
         return torch.mean(loss_per_item)
 
     def select_importance_weights(self, importance_weights, use_importance_weights):
