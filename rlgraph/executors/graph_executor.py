@@ -127,8 +127,8 @@ class GraphExecutor(Specifiable):
             return None
         (node,) = fn_calls
         host = node.fn.impls.get(HOST)
-        if host is None or node.kwargs or node.outputs or len(node.args) != len(dynamic) or not all(
-                _same_records(arg, root_call.args[p]) for arg, p in zip(node.args, dynamic)):
+        if host is None or node.fn.split_ops or node.kwargs or node.outputs or len(node.args) != len(dynamic) \
+                or not all(_same_records(arg, root_call.args[p]) for arg, p in zip(node.args, dynamic)):
             return None
         component, checks = node.component, [checkers[p] for p in dynamic]
         general, scope = self._general_args, self.root.global_scope
