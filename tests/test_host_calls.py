@@ -110,3 +110,26 @@ def test_host_is_a_pseudo_backend_of_graph_functions_only():
         gf.impl_for("tf")
     with pytest.raises(RLGraphBackendError, match="Unknown backend 'hots'"):
         graph_fn(fn, backend="hots")
+
+
+@pytest.mark.parametrize("agent_type", ["dqn", "r2d2"])
+def test_replay_agents_insert_on_the_host_and_learn_from_what_they_inserted(backend, agent_type, host_calls):
+    """DQN's and R2D2's inserts (root methods that are only the memory's insert) take the host path, and the
+    updates sample what they stored (a prioritized replay refuses to sample more records than it holds)."""
+    from rlgraph.agents import Agent
+    from rlgraph.environments import VectorEnv
+    from rlgraph.workers import VectorWorker
+
+    spec = dict(type=agent_type, network_spec=[{"type": "dense", "units": 8, "activation": "relu"}] + (
+        [{"type": "lstm", "units": 8}] if agent_type == "r2d2" else []),
+        update_spec={"batch_size": 4, "steps_before_update": 40, "update_interval": 8, "sync_interval": 20})
+    if agent_type == "r2d2":
+        spec.update(n_step=2, memory_spec={"capacity": 64, "burn_in_length": 2, "train_length": 4, "overlap": 2})
+    else:
+        spec["memory_spec"] = {"type": "prioritized-replay", "capacity": 500}
+    agent = Agent.from_spec(spec, state_space=FloatBox(shape=(4,)), action_space=IntBox(2), backend=backend)
+    worker = VectorWorker(agent, VectorEnv("CartPole-v1", num_envs=4, seed=0))
+    results = worker.run(120)["results"]
+    assert host_calls.get("_graph_fn_insert_records", 0) > 0 and results  # Inserted on the host, then learned.
+    if backend == "tf":
+        assert agent.executor.trace_counts["insert_records"] == 0
