@@ -78,6 +78,18 @@ def test_lstm_defaults_to_zero_state_and_no_resets(backend):
     assert out_spaces[1] == Tuple(FloatBox(shape=(UNITS,)), FloatBox(shape=(UNITS,)), add_batch_rank=True)
 
 
+@pytest.mark.parametrize("time_major", [True, False])
+def test_lstm_with_initial_state_and_no_resets(backend, time_major):
+    """Without resets (PyTorch: the native ``torch.lstm`` path), from a given state, in both layouts."""
+    test = ComponentTest(LSTMLayer(UNITS, bias_initializer="normal"), spaces(time_major, with_resets=False),
+                         backend=backend)
+    x, h0, c0, _ = sample_inputs()
+    outputs, h, c = lstm_reference(x, *weights(test), h0, c0)
+    if not time_major:
+        x, outputs = x.transpose(1, 0, 2), outputs.transpose(1, 0, 2)
+    test.test(("call", [x, (h0, c0)]), expected_outputs=(outputs, (h, c)), decimals=5)
+
+
 def test_lstm_reset_equals_fresh_start(backend):
     """A reset at step t gives the same outputs from t on as a new unroll from zeros on x[t:]."""
     test = ComponentTest(LSTMLayer(UNITS), spaces(True), backend=backend)
