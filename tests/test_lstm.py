@@ -39,26 +39,35 @@ def spaces(time_major, with_state=True, with_resets=True):
     return out
 
 
-def sample_inputs():
+def sample_inputs(resets_at="many steps"):
+    """x, h0, c0 and resets: at "many steps" (PyTorch: the hand-written scan) or at "one step" (some rows of step
+    3 only; PyTorch: the native LSTM before and after it)."""
     x = RNG.standard_normal((T, B, IN)).astype(np.float32)
     h0 = RNG.standard_normal((B, UNITS)).astype(np.float32)
     c0 = RNG.standard_normal((B, UNITS)).astype(np.float32)
     resets = np.zeros((T, B), bool)
-    resets[3, 1] = resets[2, 3] = resets[5, 3] = True  # New episodes in the middle of the unroll ...
-    resets[0, 2] = True                                # ... and at the start (drops the initial state).
+    if resets_at == "one step":
+        resets[3, 1] = resets[3, 3] = True
+    else:
+        resets[3, 1] = resets[2, 3] = resets[5, 3] = True  # New episodes in the middle of the unroll ...
+        resets[0, 2] = True                                # ... and at the start (drops the initial state).
     return x, h0, c0, resets
+
+
+RESET_PATTERNS = ["many steps", "one step"]
 
 
 def weights(test):
     return test.read_variable_values("lstm/kernel", "lstm/recurrent-kernel", "lstm/bias")
 
 
+@pytest.mark.parametrize("resets_at", RESET_PATTERNS)
 @pytest.mark.parametrize("time_major", [True, False])
-def test_lstm_with_initial_state_and_resets(backend, time_major):
+def test_lstm_with_initial_state_and_resets(backend, time_major, resets_at):
     test = ComponentTest(LSTMLayer(UNITS, bias_initializer="normal"), spaces(time_major), backend=backend)
     kernel, recurrent_kernel, bias = weights(test)
     assert kernel.shape == (IN, 4 * UNITS) and recurrent_kernel.shape == (UNITS, 4 * UNITS)
-    x, h0, c0, resets = sample_inputs()
+    x, h0, c0, resets = sample_inputs(resets_at)
     outputs, h, c = lstm_reference(x, kernel, recurrent_kernel, bias, h0, c0, resets)
     if not time_major:
         x, resets, outputs = x.transpose(1, 0, 2), resets.T, outputs.transpose(1, 0, 2)
@@ -152,8 +161,9 @@ def _layer_gradients(backend, time_major, inputs, weights_out):
     return [t.grad.numpy() for t in (layer.kernel, layer.recurrent_kernel, layer.bias, h0t, c0t)]
 
 
+@pytest.mark.parametrize("resets_at", RESET_PATTERNS)
 @pytest.mark.parametrize("time_major", [True, False])
-def test_lstm_gradients_agree_across_backends(time_major):
+def test_lstm_gradients_agree_across_backends(time_major, resets_at):
     """PyTorch's hand-written backpropagation through time gives TF's autodiff gradients of tf.scan, with
     resets inside the sequence and gradients flowing from the outputs, the last h and the last c."""
     rng = np.random.default_rng(11)
@@ -161,7 +171,7 @@ def test_lstm_gradients_agree_across_backends(time_major):
                    rng.standard_normal((B, UNITS)).astype(np.float32),
                    rng.standard_normal((B, UNITS)).astype(np.float32)]
     tf_side, torch_side = list(out_weights), list(out_weights)
-    inputs = sample_inputs()
+    inputs = sample_inputs(resets_at)
     tf_grads = _layer_gradients("tf", time_major, inputs, tf_side)
     torch_grads = _layer_gradients("pytorch", time_major, inputs, torch_side)
     for a, b in zip(tf_side[3], torch_side[3]):  # Same seed, same initial weights on both backends.
@@ -171,12 +181,16 @@ def test_lstm_gradients_agree_across_backends(time_major):
         np.testing.assert_allclose(g_torch, g_tf, rtol=1e-4, atol=1e-5, err_msg=name)
 
 
-@pytest.mark.parametrize("with_resets", [True, False])
-def test_lstm_scan_pytorch_passes_gradcheck(with_resets):
-    """The PyTorch scan's gradients (hand-written with resets, native ``torch.lstm`` without) against finite
-    differences in float64, for every input: x, kernels, bias and the initial state."""
+@pytest.mark.parametrize("resets_at", ["many steps", "one step", None])
+def test_lstm_scan_pytorch_passes_gradcheck(resets_at):
+    """The PyTorch scan's gradients (hand-written with resets at many steps, native ``torch.lstm`` around resets at
+    one step or without resets) against finite differences in float64, for every input: x, kernels, bias and
+    the initial state."""
     import torch
 
+    from unittest import mock
+
+    from rlgraph.components.layers import lstm_scan_pytorch
     from rlgraph.components.layers.lstm_scan_pytorch import lstm_scan
 
     gen = torch.Generator().manual_seed(3)
@@ -188,10 +202,15 @@ def test_lstm_scan_pytorch_passes_gradcheck(with_resets):
     args = (rand(steps, batch, size), rand(size, 4 * units), rand(units, 4 * units), rand(4 * units),
             rand(batch, units), rand(batch, units))
     keep = None
-    if with_resets:
+    if resets_at == "many steps":
         keep = torch.ones(steps, batch, 1, dtype=torch.float64)
         keep[2, 0] = keep[0, 1] = keep[4, 2] = 0.0
-    assert torch.autograd.gradcheck(lambda *a: lstm_scan(*a, keep), args, eps=1e-6, atol=1e-6)
+    elif resets_at == "one step":
+        keep = torch.ones(steps, batch, 1, dtype=torch.float64)
+        keep[2, 0] = keep[2, 2] = 0.0
+    with mock.patch.object(lstm_scan_pytorch, "_native", wraps=lstm_scan_pytorch._native) as native:
+        assert torch.autograd.gradcheck(lambda *a: lstm_scan(*a, keep), args, eps=1e-6, atol=1e-6)
+    assert native.called == (resets_at != "many steps")  # The path this case is meant to check.
 
 
 def test_lstm_rejects_bad_spaces():

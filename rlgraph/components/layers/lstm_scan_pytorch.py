@@ -8,12 +8,16 @@ derivatives) computed for all steps at once, so that each step costs eight small
 ``x @ kernel + bias`` stays outside (one matmul over all steps, differentiated by autograd), and the
 recurrent kernel's gradient is one matmul over all steps at the end.
 
-Where no episode boundary lies inside the sequence (``keep`` is None), PyTorch's native ``torch.lstm``
-(ATen's C++ loop, the same gate layout ``[i, f, g, o]``) runs instead.
+Where no episode boundary lies inside the sequence (``keep`` is None), or only at a few steps (R2D2's sequences
+reset at one position at most), PyTorch's native ``torch.lstm`` (ATen's C++ loop, the same gate layout
+``[i, f, g, o]``) runs instead, between those steps, the state zeroed at each.
 """
 from rlgraph.utils.backend import torch
 
 _function = None
+
+#: With at most one step that zeroes some row's state per this many steps, the native LSTM runs between them.
+NATIVE_SEGMENT_STEPS = 4
 
 
 def lstm_scan(x, kernel, recurrent_kernel, bias, h0, c0, keep):
@@ -31,13 +35,31 @@ def lstm_scan(x, kernel, recurrent_kernel, bias, h0, c0, keep):
         ``(hs [T, B, U], c_T [B, U])``: the hidden states of all steps and the last cell state.
     """
     if keep is None:
-        hs, _, c_last = torch.lstm(x, (h0[None], c0[None]), [kernel.t(), recurrent_kernel.t(), bias,
-                                   torch.zeros_like(bias)], True, 1, 0.0, False, False, False)
-        return hs, c_last[0]
+        return _native(x, kernel, recurrent_kernel, bias, h0, c0)
+    # Steps where some row's state is zeroed. Few of them (R2D2's sequences reset at one position at most): the
+    # native LSTM runs between them and the state is masked at each.
+    reset_steps = torch.nonzero(keep[:, :, 0].eq(0.0).any(dim=1)).flatten().tolist()
+    if len(reset_steps) <= max(1, x.shape[0] // NATIVE_SEGMENT_STEPS):
+        bounds = sorted(set([0] + reset_steps + [x.shape[0]]))
+        h, c, outputs = h0, c0, []
+        for start, end in zip(bounds[:-1], bounds[1:]):
+            if start in reset_steps:
+                h, c = h * keep[start], c * keep[start]
+            hs, c = _native(x[start:end], kernel, recurrent_kernel, bias, h, c)
+            h = hs[-1]
+            outputs.append(hs)
+        return (outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=0)), c
     xw = x @ kernel + bias  # All steps' input projections at once (autograd differentiates this part).
     if torch.is_grad_enabled() and any(t.requires_grad for t in (xw, recurrent_kernel, h0, c0)):
         return _lstm_function().apply(xw, recurrent_kernel, h0, c0, keep)
     return _forward(xw, recurrent_kernel, h0, c0, keep)[:2]
+
+
+def _native(x, kernel, recurrent_kernel, bias, h0, c0):
+    """PyTorch's native LSTM over all of ``x`` (no resets): ``(hs, c_T)``."""
+    hs, _, c_last = torch.lstm(x, (h0[None], c0[None]), [kernel.t(), recurrent_kernel.t(), bias,
+                               torch.zeros_like(bias)], True, 1, 0.0, False, False, False)
+    return hs, c_last[0]
 
 
 def _forward(xw, recurrent_kernel, h0, c0, keep):
