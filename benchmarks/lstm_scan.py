@@ -1,7 +1,7 @@
 """LSTMLayer's forward + backward pass against hand-written equivalents, at R2D2's learner shapes.
 
-PyTorch: rlgraph's scan (one autograd node with hand-written backpropagation through time, resets inside the
-sequence) against (a) the same LSTM written as a Python loop of per-step ops under autograd (what the layer
+PyTorch: rlgraph's scan (one autograd node with hand-written backpropagation through time, resets at many steps
+of the sequence; and, where rows reset at one step only as in R2D2's sequences, the native LSTM between) against (a) the same LSTM written as a Python loop of per-step ops under autograd (what the layer
 ran before) and (b) PyTorch's native ``torch.nn.LSTM`` without resets (ATen's C++ loop; it cannot zero the
 state inside a sequence, so it is the floor, not an equivalent). TensorFlow: rlgraph's ``tf.scan`` unroll
 inside a ``tf.function`` against Keras' ``LSTM`` layer without resets. Interleaved rounds, medians, ratios
@@ -62,6 +62,13 @@ def pytorch_variants(steps, batch, units):
         outputs, (h, c) = layer._graph_fn_call(x, (zeros, zeros), resets)
         (outputs.sum() + c.sum()).backward()
 
+    resets_one_step = torch.zeros_like(resets)
+    resets_one_step[steps // 3] = resets.any(dim=0)  # R2D2's sequences: episode starts at one position only.
+
+    def ours_one_step():
+        outputs, (h, c) = layer._graph_fn_call(x, (zeros, zeros), resets_one_step)
+        (outputs.sum() + c.sum()).backward()
+
     def python_loop():  # The per-step autograd loop, written out.
         xw = x @ kernel + bias
         h = c = zeros
@@ -81,7 +88,8 @@ def pytorch_variants(steps, batch, units):
         (outputs.sum() + c.sum()).backward()
 
     return {"rlgraph (resets)": ours, "Python loop under autograd (resets)": python_loop,
-            "torch.nn.LSTM (no resets)": native_no_resets}
+            "torch.nn.LSTM (no resets)": native_no_resets,
+            "rlgraph (resets at one step: native segments)": ours_one_step}
 
 
 def tf_variants(steps, batch, units):
