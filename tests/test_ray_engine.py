@@ -296,7 +296,8 @@ def test_cli_names_a_bad_execution_spec_key(tmp_path):
 # --- learning (slow) ----------------------------------------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.parametrize("name, backend_name, max_steps", [
-    ("apex_cartpole", "pytorch", 300_000), ("apex_cartpole", "tf", 300_000),
+    # Ape-X's 128 environments (64 per actor here) take ~150-230k steps to 450 on Ray (~100k at 32 environments).
+    ("apex_cartpole", "pytorch", 600_000), ("apex_cartpole", "tf", 600_000),
     ("appo_cartpole", "pytorch", 1_500_000), ("appo_cartpole", "tf", 1_500_000),
     ("impala_cartpole", "pytorch", 1_500_000), ("r2d2_cartpole", "pytorch", 400_000),
 ])
