@@ -41,9 +41,8 @@ def layer_inputs(steps, batch, units, seed=0):
     return x, resets
 
 
-def pytorch_variants(steps, batch, units):
-    import torch
-
+def built_layer(units, backend):
+    """An ``LSTMLayer`` built time-major with an initial state and resets, on ``backend``."""
     from rlgraph.components.layers import LSTMLayer
     from rlgraph.spaces import BoolBox, FloatBox, Tuple
     from rlgraph.tests import ComponentTest
@@ -51,7 +50,13 @@ def pytorch_variants(steps, batch, units):
     spaces = dict(inputs=FloatBox(shape=(units,), add_batch_rank=True, add_time_rank=True, time_major=True),
                   initial_state=Tuple(FloatBox(shape=(units,)), FloatBox(shape=(units,)), add_batch_rank=True),
                   resets=BoolBox(add_batch_rank=True, add_time_rank=True, time_major=True))
-    layer = ComponentTest(LSTMLayer(units), spaces, backend="pytorch").component
+    return ComponentTest(LSTMLayer(units), spaces, backend=backend).component
+
+
+def pytorch_variants(steps, batch, units):
+    import torch
+
+    layer = built_layer(units, "pytorch")
     x_np, resets_np = layer_inputs(steps, batch, units)
     x, resets = torch.tensor(x_np), torch.tensor(resets_np)
     zeros = torch.zeros(batch, units)
@@ -95,14 +100,7 @@ def pytorch_variants(steps, batch, units):
 def tf_variants(steps, batch, units):
     import tensorflow as tf
 
-    from rlgraph.components.layers import LSTMLayer
-    from rlgraph.spaces import BoolBox, FloatBox, Tuple
-    from rlgraph.tests import ComponentTest
-
-    spaces = dict(inputs=FloatBox(shape=(units,), add_batch_rank=True, add_time_rank=True, time_major=True),
-                  initial_state=Tuple(FloatBox(shape=(units,)), FloatBox(shape=(units,)), add_batch_rank=True),
-                  resets=BoolBox(add_batch_rank=True, add_time_rank=True, time_major=True))
-    layer = ComponentTest(LSTMLayer(units), spaces, backend="tf").component
+    layer = built_layer(units, "tf")
     x_np, resets_np = layer_inputs(steps, batch, units)
     x, resets = tf.constant(x_np), tf.constant(resets_np)
     zeros = tf.zeros((batch, units))

@@ -69,24 +69,18 @@ def _forward(xw, recurrent_kernel, h0, c0, keep):
     hs = xw.new_empty(steps + 1, batch, units)
     cs = xw.new_empty(steps + 1, batch, units)
     tanh_cs = xw.new_empty(steps, batch, units)
-    if keep is not None:
-        h_prev, c_prev = xw.new_empty(steps, batch, units), xw.new_empty(steps, batch, units)
+    h_prev, c_prev = xw.new_empty(steps, batch, units), xw.new_empty(steps, batch, units)
     hs[0], cs[0] = h0, c0
     u2, u3 = 2 * units, 3 * units
     for t in range(steps):
-        if keep is not None:
-            h = torch.mul(hs[t], keep[t], out=h_prev[t])
-            c = torch.mul(cs[t], keep[t], out=c_prev[t])
-        else:
-            h, c = hs[t], cs[t]
+        h = torch.mul(hs[t], keep[t], out=h_prev[t])
+        c = torch.mul(cs[t], keep[t], out=c_prev[t])
         g = torch.addmm(xw[t], h, recurrent_kernel, out=gates[t])
         torch.sigmoid_(g[:, :u2])
         torch.tanh_(g[:, u2:u3])
         torch.sigmoid_(g[:, u3:])
         c_new = torch.mul(g[:, units:u2], c, out=cs[t + 1]).addcmul_(g[:, :units], g[:, u2:u3])
         torch.mul(g[:, u3:], torch.tanh(c_new, out=tanh_cs[t]), out=hs[t + 1])
-    if keep is None:
-        h_prev, c_prev = hs[:-1], cs[:-1]
     return hs[1:], cs[steps], gates, tanh_cs, h_prev, c_prev
 
 
@@ -119,10 +113,8 @@ def _backward(grad_hs, grad_c_last, recurrent_kernel, gates, tanh_cs, h_prev, c_
         dc = dc.addcmul_(dh, c_from_h[t])
         torch.mul(dc_factor[t], dc[:, None], out=dg[:, :u3].view(batch, 3, units))
         dc = dc.mul_(f_gate[t])
-        dh = torch.mm(dg, recurrent_t)
-        if keep is not None:
-            dh.mul_(keep[t])
-            dc.mul_(keep[t])
+        dh = torch.mm(dg, recurrent_t).mul_(keep[t])
+        dc.mul_(keep[t])
     grad_recurrent = h_prev.reshape(-1, units).t() @ grad_gates.reshape(-1, 4 * units)
     return grad_gates, grad_recurrent, dh, dc
 
