@@ -73,5 +73,9 @@ class Backend:
         uses and losses stop the gradients of their targets themselves."""
         return contextlib.nullcontext()
 
+    def set_math_threads(self, threads):
+        """Sets the threads this process's backend uses inside one op (its intra-op or OpenMP pool)."""
+        raise NotImplementedError
+
     def normalize_device(self, device):
         return device

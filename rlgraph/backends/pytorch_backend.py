@@ -77,6 +77,9 @@ class PyTorchBackend(Backend):
     def no_gradient_recording(self):
         return torch.no_grad()
 
+    def set_math_threads(self, threads):
+        torch.set_num_threads(int(threads))
+
 
 def _numpy_dtype(torch_dtype):
     return torch.empty((), dtype=torch_dtype).numpy().dtype

@@ -1,11 +1,14 @@
 """TensorFlow 2 backend helpers."""
 import contextlib
+import logging
 import threading
 
 import numpy as np
 
 from rlgraph.backends.backend import Backend
 from rlgraph.utils.backend import tf
+
+logger = logging.getLogger(__name__)
 
 
 class TFBackend(Backend):
@@ -96,6 +99,17 @@ class TFBackend(Backend):
 
     def set_seed(self, seed):
         tf.random.set_seed(seed)
+
+    def set_math_threads(self, threads):
+        """TensorFlow fixes its pools when it first runs anything: after that a different count cannot be set,
+        and the run goes on with the pools it has (logged as a warning)."""
+        if tf.config.threading.get_intra_op_parallelism_threads() == int(threads):
+            return
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(int(threads))
+        except RuntimeError:
+            logger.warning("math_threads %s not applied: TensorFlow has already started in this process (set the "
+                           "math threads before anything runs on TensorFlow, e.g. in a fresh process).", threads)
 
 
 _PY_DTYPES = {int: np.int32, float: np.float32, bool: np.bool_}

@@ -3,7 +3,7 @@ import dataclasses
 import typing
 
 from rlgraph.utils.errors import RLGraphSpecError
-from rlgraph.utils.validation import (Bool, HostPort, Int, ListOf, Mapping, Number, OneOf, Optional, Str,
+from rlgraph.utils.validation import (AnyOf, Bool, HostPort, Int, ListOf, Mapping, Number, OneOf, Optional, Str,
                                       check_spec, doc_args, json_schema)
 
 #: The transports of the central-inference engine.
@@ -30,6 +30,8 @@ SCHEMA = dict(
     learner_addresses=Optional(ListOf(HostPort(), min_items=1, what="a list of \"host:port\", one per learner")),
     learner_rank=Int(min=0), envs_per_learner=Optional(Int(min=1)), learner_timeout_s=Number(min=1),
     all_reduce=OneOf("native", "horovod"), learner_thread=Bool(),
+    math_threads=Optional(AnyOf(Int(min=1), Mapping(dict(tf=Int(min=1), pytorch=Int(min=1))),
+                                what="a positive int, or a dict {\"tf\": N, \"pytorch\": N} of them")),
     devices=Optional(ListOf(Str(), min_items=1,
                             what="a non-empty list of device strings (e.g. [\"gpu:0\", \"gpu:1\"])")))
 
@@ -91,6 +93,11 @@ class ExecutionSpec:
             acting with its own copy of the weights, handed over at each unroll (``rlgraph.workers.
             PipelinedWorker``): sampling and learning overlap on two cores, every sample is one update older
             when learned from, and runs stay repeatable and resume exactly.
+        math_threads: Threads the backend uses inside one op (PyTorch's ``torch.set_num_threads``,
+            TensorFlow's intra-op pool) in the learner's process and in each distributed learner: one count, or
+            one per backend (``{"pytorch": 2, "tf": 1}``; a backend left out keeps its default). None: the
+            process's defaults (``rlgraph train`` runs with ``OMP_NUM_THREADS=1`` unless it is set, which
+            PyTorch follows; TensorFlow's pool defaults to the machine's cores).
     """
 
     num_actors: int = 2
@@ -121,6 +128,7 @@ class ExecutionSpec:
     learner_timeout_s: float = 120.0
     all_reduce: str = "native"
     learner_thread: bool = False
+    math_threads: typing.Union[int, dict, None] = None
 
     @classmethod
     def from_config(cls, config, path="execution_spec", **overrides):
@@ -150,6 +158,20 @@ class ExecutionSpec:
             raise RLGraphSpecError(f"{path}.learner_rank: a learner of rank > 0 joins the learners at "
                                    f"learner_addresses, which are not given.")
         return cls(**values)
+
+    def math_threads_for(self, backend):
+        """The ``math_threads`` of ``backend`` ("tf" or "pytorch"; None: not set for it)."""
+        if isinstance(self.math_threads, dict):
+            return self.math_threads.get(backend)
+        return self.math_threads
+
+    def apply_math_threads(self, backend):
+        """Sets ``backend``'s math threads in this process, if the spec sets them: before the agent is built,
+        since TensorFlow fixes its pools when it first runs."""
+        threads = self.math_threads_for(backend)
+        if threads is not None:
+            from rlgraph.backends import get_backend
+            get_backend(backend).set_math_threads(threads)
 
     def envs_per_actor_for(self, num_envs):
         """Environments per actor: the spec's value, else ``num_envs`` divided over the actors (>= 1)."""

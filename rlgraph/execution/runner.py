@@ -114,6 +114,7 @@ def make_engine(config, executor="local", env_id=None, backend=None, seed=0, num
     spec = ExecutionSpec.from_config(config, num_actors=num_actors, ray_address=ray_address, transport=transport,
                                      num_learners=num_learners, learner_rank=learner_rank)
     kwargs = env_kwargs_of(config, env_id, seed)
+    spec.apply_math_threads(resolve_backend(config, backend))
     if executor == "distributed":
         # The learner group comes first: TensorFlow's must exist before TensorFlow runs anything here.
         from rlgraph.execution.distributed import DistributedEngine

@@ -1,0 +1,87 @@
+"""``execution_spec.math_threads``: the backend's intra-op threads in the learner's process.
+
+Each check runs in a fresh process (started with ``OMP_NUM_THREADS=1``, as ``rlgraph train`` does), because
+TensorFlow fixes its pools when it first runs and PyTorch's count is process-wide.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from rlgraph.execution import ExecutionSpec
+from rlgraph.utils.errors import RLGraphSpecError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+#: Builds the DQN CartPole engine with the given execution_spec, runs a few steps, prints the backend's count.
+PROBE = """
+import json, logging, sys
+logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+from rlgraph.execution.runner import load_config, make_engine
+backend, execution, later = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+config, _ = load_config("configs/dqn_cartpole.json")
+config["environment_spec"] = dict(config["environment_spec"], num_envs=4)
+if execution is not None:
+    config["execution_spec"] = execution
+worker, agent, spec = make_engine(config, backend=backend, seed=1)
+worker.run(64)
+if later is not None:
+    from rlgraph.execution import ExecutionSpec
+    ExecutionSpec(math_threads=later).apply_math_threads(backend)
+if backend == "pytorch":
+    import torch
+    print("THREADS", torch.get_num_threads())
+else:
+    import tensorflow as tf
+    print("THREADS", tf.config.threading.get_intra_op_parallelism_threads())
+"""
+
+
+def probe(backend, execution, later=None):
+    """``(threads the backend reports, stderr)`` of a fresh process that built an engine with ``execution``."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", TF_CPP_MIN_LOG_LEVEL="3")
+    out = subprocess.run([sys.executable, "-c", PROBE, backend, json.dumps(execution), json.dumps(later)], cwd=ROOT,
+                         env=env, capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    line = [l for l in out.stdout.splitlines() if l.startswith("THREADS")][-1]
+    return int(line.split()[1]), out.stderr
+
+
+def test_pytorch_takes_the_configs_threads():
+    assert probe("pytorch", None)[0] == 1  # The process's own setting without the key.
+    assert probe("pytorch", {"math_threads": 3})[0] == 3
+
+
+def test_tensorflow_takes_the_configs_threads_before_it_starts():
+    assert probe("tf", None)[0] == 0  # TensorFlow's own choice without the key.
+    threads, _ = probe("tf", {"math_threads": 3})
+    assert threads == 3
+
+
+def test_one_count_per_backend():
+    assert probe("pytorch", {"math_threads": {"pytorch": 2, "tf": 1}})[0] == 2
+    assert probe("tf", {"math_threads": {"pytorch": 2, "tf": 1}})[0] == 1
+    assert probe("tf", {"math_threads": {"pytorch": 2}})[0] == 0  # Left out: TensorFlow's default.
+
+
+def test_tensorflow_already_running_keeps_its_pools_and_says_so():
+    threads, err = probe("tf", {"math_threads": 2}, later=3)
+    assert threads == 2
+    assert "math_threads 3 not applied: TensorFlow has already started" in err
+
+
+WHAT = "a positive int, or a dict {\"tf\": N, \"pytorch\": N} of them or null"
+
+
+@pytest.mark.parametrize("value", [0, "2", 1.5, {"torch": 2}, {"tf": 0}, [2]])
+def test_bad_values_are_refused(value):
+    with pytest.raises(RLGraphSpecError) as e:
+        ExecutionSpec.from_config({"execution_spec": {"math_threads": value}})
+    assert str(e.value).startswith(f"execution_spec.math_threads: expected {WHAT}, got")
+
+
+def test_r2d2_cartpole_config_gives_pytorch_two_and_tensorflow_one():
+    spec = ExecutionSpec.from_config(json.load(open(os.path.join(ROOT, "configs", "r2d2_cartpole.json"))))
+    assert (spec.math_threads_for("pytorch"), spec.math_threads_for("tf")) == (2, 1)
