@@ -178,14 +178,16 @@ class R2D2AlgorithmComponent(Component):
         """Wires burn-in, Q-values and the masked loss (called from API bodies); returns (loss, priorities)."""
         states, resets = self.preprocessor.preprocess(sequences["states"]), sequences["resets"]
         online_state, target_state = initial_states, initial_states
-        if self.burn_in > 0:
-            burn_in = self.preprocessor.preprocess(burn_in_states)
-            online_state = self._graph_fn_stop_gradient(
-                self.policy.get_adapter_outputs(burn_in, initial_states, burn_in_resets)["internal_states"])
-            target_state = self.target_policy.get_adapter_outputs(burn_in, initial_states,
-                                                                  burn_in_resets)["internal_states"]
+        # Burn-in and target passes are constants to the loss: on PyTorch they record no graph for a backward pass.
+        with self.no_gradient_recording():
+            if self.burn_in > 0:
+                burn_in = self.preprocessor.preprocess(burn_in_states)
+                online_state = self._graph_fn_stop_gradient(
+                    self.policy.get_adapter_outputs(burn_in, initial_states, burn_in_resets)["internal_states"])
+                target_state = self.target_policy.get_adapter_outputs(burn_in, initial_states,
+                                                                      burn_in_resets)["internal_states"]
+            target_q_values = self.target_policy.get_adapter_outputs(states, target_state, resets)["adapter_outputs"]
         q_values = self.policy.get_adapter_outputs(states, online_state, resets)["adapter_outputs"]
-        target_q_values = self.target_policy.get_adapter_outputs(states, target_state, resets)["adapter_outputs"]
         # V(s_t) = h^-1(Q_target(s_t, argmax_a Q(s_t, a))): the reward of bootstrap steps.
         values = self.value_rescaling.inverse_rescale(self._graph_fn_double_q_values(q_values, target_q_values))
         rewards = self._graph_fn_masked_rewards(sequences["rewards"], values, sequences["mask"],
