@@ -1,4 +1,6 @@
 """A long short-term memory (LSTM) layer unrolled over the time rank."""
+import numpy as np
+
 from rlgraph.components.layers.layer import Layer
 from rlgraph.components.layers.lstm_scan_pytorch import lstm_scan
 from rlgraph.spaces import BoolBox, FloatBox, Tuple
@@ -94,11 +96,15 @@ class LSTMLayer(Layer):
     @graph_fn(backend="tf")
     def _graph_fn_call(self, inputs, initial_state, resets):
         x = inputs if self.time_major else tf.transpose(inputs, [1, 0, 2])
-        xw = tf.tensordot(x, self.kernel, axes=1) + self.bias  # All steps' input projections at once.
+        forget_bias = np.zeros(4 * self.units)
+        forget_bias[self.units:2 * self.units] = self.forget_bias
+        bias = self.bias + tf.constant(forget_bias, dtype=self.bias.dtype)
+        # All steps' input projections at once, the forget bias folded into the bias.
+        xw = tf.tensordot(x, self.kernel, axes=1) + bias
         if initial_state is None:
             zeros = tf.zeros(tf.stack([tf.shape(x)[1], self.units]), dtype=x.dtype)
             initial_state = (zeros, zeros)
-        recurrent_kernel, forget_bias = self.recurrent_kernel, self.forget_bias
+        recurrent_kernel = tf.convert_to_tensor(self.recurrent_kernel)  # Read once, not at every step.
 
         def step(state, elems):
             h, c = state
@@ -108,7 +114,7 @@ class LSTMLayer(Layer):
                 xw_t, keep = elems
                 h, c = h * keep, c * keep
             i, f, g, o = tf.split(xw_t + tf.matmul(h, recurrent_kernel), 4, axis=-1)
-            c = tf.sigmoid(f + forget_bias) * c + tf.sigmoid(i) * tf.tanh(g)
+            c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
             return tf.sigmoid(o) * tf.tanh(c), c
 
         if resets is None:
