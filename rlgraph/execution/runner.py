@@ -17,6 +17,11 @@ DEFAULT_TRAIN_SPEC = dict(steps=None, seconds=None, target_return=None, stop_at_
                           keep_checkpoints=3, checkpoint_replay=True)
 
 
+#: The most environments a greedy evaluation steps at once: up to this many episodes, each runs in its own
+#: environment, so an evaluation lasts one episode's length.
+MAX_EVAL_ENVS = 32
+
+
 #: What each ``train_spec`` key accepts.
 TRAIN_SPEC_SCHEMA = dict(steps=Optional(Int(min=1)), seconds=Optional(Number(gt=0)),
                          target_return=Optional(Number()), stop_at_target=Bool(), eval_episodes=Optional(Int(min=0)),
@@ -201,7 +206,7 @@ def train(config, executor="local", env_id=None, backend=None, steps=None, secon
                 json.dump(dict(learner=os.getpid(), **processes()), f)
             os.replace(tmp, os.path.join(logdir, "processes.json"))
         eval_env = make_vector_env(env_kwargs_of(config, env_id, seed + 10_000,
-                                                 num_envs=min(train_spec["eval_episodes"] or 1, 16)))
+                                                 num_envs=min(train_spec["eval_episodes"] or 1, MAX_EVAL_ENVS)))
         evaluator = None
         if train_spec["eval_every_steps"]:
             evaluator = lambda: worker.evaluate(eval_env, train_spec["eval_episodes"])  # noqa: E731
