@@ -74,7 +74,8 @@ class Backend:
         return contextlib.nullcontext()
 
     def set_math_threads(self, threads):
-        """Sets the threads this process's backend uses inside one op (its intra-op or OpenMP pool)."""
+        """Sets the threads this process's backend uses inside one op (its intra-op or OpenMP pool); returns the
+        count to restore afterwards (None: the backend cannot go back)."""
         raise NotImplementedError
 
     def normalize_device(self, device):

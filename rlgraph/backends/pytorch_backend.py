@@ -78,7 +78,9 @@ class PyTorchBackend(Backend):
         return torch.no_grad()
 
     def set_math_threads(self, threads):
+        previous = torch.get_num_threads()
         torch.set_num_threads(int(threads))
+        return previous
 
 
 def _numpy_dtype(torch_dtype):

@@ -102,14 +102,15 @@ class TFBackend(Backend):
 
     def set_math_threads(self, threads):
         """TensorFlow fixes its pools when it first runs anything: after that a different count cannot be set,
-        and the run goes on with the pools it has (logged as a warning)."""
+        and the run goes on with the pools it has (logged as a warning). Never restored (returns None)."""
         if tf.config.threading.get_intra_op_parallelism_threads() == int(threads):
-            return
+            return None
         try:
             tf.config.threading.set_intra_op_parallelism_threads(int(threads))
         except RuntimeError:
             logger.warning("math_threads %s not applied: TensorFlow has already started in this process (set the "
                            "math threads before anything runs on TensorFlow, e.g. in a fresh process).", threads)
+        return None
 
 
 _PY_DTYPES = {int: np.int32, float: np.float32, bool: np.bool_}

@@ -93,11 +93,13 @@ class ExecutionSpec:
             acting with its own copy of the weights, handed over at each unroll (``rlgraph.workers.
             PipelinedWorker``): sampling and learning overlap on two cores, every sample is one update older
             when learned from, and runs stay repeatable and resume exactly.
-        math_threads: Threads the backend uses inside one op (PyTorch's ``torch.set_num_threads``,
-            TensorFlow's intra-op pool) in the learner's process and in each distributed learner: one count, or
-            one per backend (``{"pytorch": 2, "tf": 1}``; a backend left out keeps its default). None: the
+        math_threads: Local runs: threads the backend uses inside one op (PyTorch's ``torch.set_num_threads``,
+            TensorFlow's intra-op pool) for the run (PyTorch's count is restored after it): one count, or one
+            per backend (``{"pytorch": 2, "tf": 1}``; a backend left out keeps its default). None: the
             process's defaults (``rlgraph train`` runs with ``OMP_NUM_THREADS=1`` unless it is set, which
-            PyTorch follows; TensorFlow's pool defaults to the machine's cores).
+            PyTorch follows; TensorFlow's pool defaults to the machine's cores). The other engines keep the
+            process's setting: there the learner shares the cores with actor processes or other learners, and
+            more busy threads than cores stall (spinning OpenMP threads).
     """
 
     num_actors: int = 2
@@ -166,12 +168,16 @@ class ExecutionSpec:
         return self.math_threads
 
     def apply_math_threads(self, backend):
-        """Sets ``backend``'s math threads in this process, if the spec sets them: before the agent is built,
-        since TensorFlow fixes its pools when it first runs."""
+        """Sets ``backend``'s math threads in this process, if the spec sets them (before the agent is built:
+        TensorFlow fixes its pools when it first runs); returns a function restoring the previous count where
+        the backend can (PyTorch)."""
         threads = self.math_threads_for(backend)
-        if threads is not None:
-            from rlgraph.backends import get_backend
-            get_backend(backend).set_math_threads(threads)
+        if threads is None:
+            return lambda: None
+        from rlgraph.backends import get_backend
+        target = get_backend(backend)
+        previous = target.set_math_threads(threads)
+        return (lambda: None) if previous is None else (lambda: target.set_math_threads(previous))
 
     def envs_per_actor_for(self, num_envs):
         """Environments per actor: the spec's value, else ``num_envs`` divided over the actors (>= 1)."""

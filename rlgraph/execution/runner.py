@@ -119,7 +119,6 @@ def make_engine(config, executor="local", env_id=None, backend=None, seed=0, num
     spec = ExecutionSpec.from_config(config, num_actors=num_actors, ray_address=ray_address, transport=transport,
                                      num_learners=num_learners, learner_rank=learner_rank)
     kwargs = env_kwargs_of(config, env_id, seed)
-    spec.apply_math_threads(resolve_backend(config, backend))
     if executor == "distributed":
         # The learner group comes first: TensorFlow's must exist before TensorFlow runs anything here.
         from rlgraph.execution.distributed import DistributedEngine
@@ -181,8 +180,15 @@ def train(config, executor="local", env_id=None, backend=None, steps=None, secon
         return _follow(config, env_id, backend, seed, num_learners, learner_rank)
     if logdir:
         _check_logdir(logdir, resume, overwrite)
-    worker, agent, spec = make_engine(config, executor, env_id, backend, seed, num_actors, ray_address, transport,
-                                      num_learners, learner_rank)
+    # A local run takes the config's math threads (the other engines share the cores with other processes).
+    restore_threads = ExecutionSpec.from_config(config).apply_math_threads(resolve_backend(config, backend)) \
+        if executor == "local" else (lambda: None)
+    try:
+        worker, agent, spec = make_engine(config, executor, env_id, backend, seed, num_actors, ray_address,
+                                          transport, num_learners, learner_rank)
+    except BaseException:
+        restore_threads()
+        raise
     try:
         if steps is None and seconds is None:
             steps, seconds = train_spec["steps"], train_spec["seconds"]
@@ -229,6 +235,7 @@ def train(config, executor="local", env_id=None, backend=None, steps=None, secon
         close = getattr(worker, "close", None)
         if close is not None:
             close()
+        restore_threads()
 
 
 def _follow(config, env_id, backend, seed, num_learners, learner_rank):

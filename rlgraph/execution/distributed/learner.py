@@ -37,7 +37,6 @@ def build_learner(config, env_kwargs, backend, spec, rank, seed):
     from rlgraph.environments import VectorEnv
     from rlgraph.workers import VectorWorker
     kwargs = learner_env_kwargs(env_kwargs, spec, rank, seed)
-    spec.apply_math_threads(backend)
     try:
         env = VectorEnv(**kwargs)
     except TypeError as e:
