@@ -183,13 +183,10 @@ def train(config, executor="local", env_id=None, backend=None, steps=None, secon
     # A local run takes the config's math threads (the other engines share the cores with other processes).
     restore_threads = ExecutionSpec.from_config(config).apply_math_threads(resolve_backend(config, backend)) \
         if executor == "local" else (lambda: None)
+    worker = None
     try:
         worker, agent, spec = make_engine(config, executor, env_id, backend, seed, num_actors, ray_address,
                                           transport, num_learners, learner_rank)
-    except BaseException:
-        restore_threads()
-        raise
-    try:
         if steps is None and seconds is None:
             steps, seconds = train_spec["steps"], train_spec["seconds"]
             if steps is None and seconds is None:
