@@ -141,6 +141,10 @@ class GraphExecutor(Specifiable):
             host(component, *args)
         return call
 
+    def trace(self, api_methods=None):
+        """Prepares the backend functions of ``api_methods`` (default: all) before their first call, where the
+        backend traces them (TF); nothing to do here."""
+
     def _api_callable(self, name):
         """What the backend runs (TF: traces) for root API method ``name``: the bound method, or the device
         strategy's rewrite of it."""

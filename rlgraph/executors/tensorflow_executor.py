@@ -1,5 +1,6 @@
 """TensorFlow executor: each API method runs as one ``tf.function`` with an input signature from the spaces."""
 import os
+import threading
 import zlib
 from collections import defaultdict
 
@@ -45,11 +46,25 @@ class TensorFlowExecutor(GraphExecutor):
         self.concrete_functions = {}
         # Random ops of the graphs draw from this generator (``tf_random``): its state can be saved and restored.
         self.op_generator = tf.random.Generator.from_seed(int(kwargs.get("seed") or 0) * 1_000_003 + 1)
+        self._trace_lock = threading.RLock()
+        self._tracers = {}  # API method -> traces it (with its default static arguments) unless traced already
         super().__init__(root_component, **kwargs)
 
     def build(self):
+        self._tracers = {}
         with op_generator(self.op_generator):
             super().build()
+
+    def trace(self, api_methods=None):
+        """Traces API methods not traced yet (each is traced on its first call otherwise).
+
+        Args:
+            api_methods: Names of root API methods (default: all built ones).
+        """
+        for name in self.api_methods if api_methods is None else api_methods:
+            tracer = self._tracers.get(name)
+            if tracer is not None:  # None: a host call (no backend function).
+                tracer()
 
     def _make_call(self, name, params, dynamic, checkers, defaults):
         raw = self._api_callable(name)
@@ -65,7 +80,12 @@ class TensorFlowExecutor(GraphExecutor):
         def function_for(static):
             key = tuple(sorted(static.items()))
             f = functions.get(key)
-            if f is None:
+            if f is not None:
+                return f
+            with self._trace_lock:  # Threads calling a method first trace it once.
+                f = functions.get(key)
+                if f is not None:
+                    return f
                 def traced(*dyn):
                     counts[name] += 1
                     if not static:
@@ -85,7 +105,15 @@ class TensorFlowExecutor(GraphExecutor):
             return f
 
         static_defaults = dict(defaults)
-        default_fn = function_for(static_defaults)
+        # Traced on its first call, not at build: a run traces only the methods it uses (an R2D2 agent has three
+        # update methods with an LSTM's backward pass; a local run calls one of them).
+        default = [None]
+
+        def default_fn():
+            if default[0] is None:
+                default[0] = function_for(static_defaults)
+            return default[0]
+        self._tracers[name] = default_fn
         tensor_type = tf.Tensor
         pairs = [(checkers[p], cast) for p, cast in zip(dynamic, py_casts)]
         n = len(params)
@@ -102,10 +130,10 @@ class TensorFlowExecutor(GraphExecutor):
         def call(*args, **kwargs):
             if not kwargs and len(args) == n and not defaults:
                 dyn = [check(a) if cast is None else cast(check(a)) for (check, cast), a in zip(pairs, args)]
-                return run(default_fn, dyn)
+                return run(default[0] or default_fn(), dyn)
             dyn, static = general(name, params, dynamic, checkers, defaults, args, kwargs, component)
             dyn = [v if cast is None else cast(v) for (_, cast), v in zip(pairs, dyn)]
-            f = default_fn if static == static_defaults else function_for(static)
+            f = default_fn() if static == static_defaults else function_for(static)
             return run(f, dyn)
         return call
 

@@ -82,6 +82,7 @@ class Trainer:
         self.resumed = bool(resume)
         self.nothing_trained = None
         self._graph_written = False
+        self._graphs_written = set()  # API methods whose TF graphs are written
         if resume:
             self._load_checkpoint()
         elif self.checkpoints.exists() and not overwrite:
@@ -186,18 +187,23 @@ class Trainer:
             self.save_checkpoint()
         finally:
             writer.close()
+        if self._graph_written:
+            self._write_graph()  # The graphs of API methods first called after the first chunk.
         return self._finish(interrupted)
 
     def _write_graph(self):
         """The learner's graph beside the run (``graph.txt``; TF: TensorBoard's Graphs tab, under ``graphs/``),
-        written after the first chunk, off the start-up path. A failure here only warns."""
+        written after the first chunk, off the start-up path, and again at the end of the run for the API methods
+        first called (traced) since. Nothing is traced for it. A failure here only warns."""
         self._graph_written = True
         agent = getattr(self.worker, "agent", None)
         if agent is None:
             return
+        traced = {name for name, _ in getattr(agent.executor, "concrete_functions", {})}
         try:
             from rlgraph.executors.graph_summary import write_graph_summaries
-            write_graph_summaries(agent.executor, self.logdir)
+            write_graph_summaries(agent.executor, self.logdir, trace=False, exclude=self._graphs_written)
+            self._graphs_written |= traced
         except Exception as e:  # noqa: BLE001 - a missing view must not end a run.
             logger.warning("Could not write the graph summaries to %s: %s", self.logdir, e)
 

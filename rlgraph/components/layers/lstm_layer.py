@@ -104,6 +104,12 @@ class LSTMLayer(Layer):
         if initial_state is None:
             zeros = tf.zeros(tf.stack([tf.shape(x)[1], self.units]), dtype=x.dtype)
             initial_state = (zeros, zeros)
+        if self.in_build_run:
+            # The build infers spaces only: the outputs' (the input projection's layout, ``units`` wide) without
+            # the loop, whose graph takes a recurrent agent's build most of its time (its steps run at every call).
+            hs = tf.zeros_like(xw[:, :, :self.units]) + initial_state[0]
+            outputs = hs if self.time_major else tf.transpose(hs, [1, 0, 2])
+            return outputs, (hs[-1], hs[-1] + initial_state[1])
         recurrent_kernel = tf.convert_to_tensor(self.recurrent_kernel)  # Read once, not at every step.
 
         def step(state, elems):

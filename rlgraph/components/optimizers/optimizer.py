@@ -136,6 +136,10 @@ class Optimizer(Component):
 
     def _tf_gradients(self, variables, loss):
         keys = list(variables)
+        if self.in_build_run:
+            # The build only infers spaces, and a gradient has its variable's: no backward graph for it (through
+            # an LSTM's loop, most of a recurrent agent's build time).
+            return {k: tf.zeros_like(variables[k]) for k in keys}
         grads = tf.gradients(loss, [variables[k] for k in keys])
         # Unconnected variables get zeros; IndexedSlices (from gathers) become dense.
         return {k: tf.zeros_like(variables[k]) if g is None else tf.convert_to_tensor(g) for k, g in zip(keys, grads)}
