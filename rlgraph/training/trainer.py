@@ -199,8 +199,8 @@ class Trainer:
         agent = getattr(self.worker, "agent", None)
         if agent is None:
             return
-        traced = {name for name, _ in getattr(agent.executor, "concrete_functions", {})}
         try:
+            traced = {name for name, _ in getattr(agent.executor, "concrete_functions", {})}
             from rlgraph.executors.graph_summary import write_graph_summaries
             write_graph_summaries(agent.executor, self.logdir, trace=False, exclude=self._graphs_written)
             self._graphs_written |= traced
