@@ -11,6 +11,8 @@ import pytest
 from rlgraph import graph_fn, rlgraph_api
 from rlgraph.components import Component
 from rlgraph.components.memories import PrioritizedReplay
+from rlgraph.components.memories.sequence_replay import SequenceReplay
+from rlgraph.executors import GraphExecutor
 from rlgraph.spaces import Dict, FloatBox, IntBox
 from rlgraph.tests import ComponentTest
 from rlgraph.utils.decorators import HOST, GraphFunction
@@ -28,18 +30,38 @@ def records(start, n):
 
 @pytest.fixture
 def host_calls(monkeypatch):
-    """Counts the calls of PrioritizedReplay's host implementations, by name."""
+    """Counts the calls of the replay memories' host implementations, by name (sequence replay's sample as
+    ``SequenceReplay._graph_fn_get_records``)."""
     counts = {}
-    for name in ("_graph_fn_insert_records", "_graph_fn_insert_records_with_priorities"):
-        gf = getattr(PrioritizedReplay, name)
+    for cls, name in ((PrioritizedReplay, "_graph_fn_insert_records"),
+                      (PrioritizedReplay, "_graph_fn_insert_records_with_priorities"),
+                      (PrioritizedReplay, "_graph_fn_get_records"), (SequenceReplay, "_graph_fn_get_records")):
+        gf = cls.__dict__[name]
         original = gf.impls[HOST]
+        key = name if cls is PrioritizedReplay else f"{cls.__name__}.{name}"
 
-        def counted(*args, _name=name, _fn=original, **kwargs):  # No return statement: inserts return nothing.
-            counts[_name] = counts.get(_name, 0) + 1
-            _fn(*args, **kwargs)
+        def counted(*args, _key=key, _fn=original, **kwargs):
+            counts[_key] = counts.get(_key, 0) + 1
+            return _fn(*args, **kwargs)
         monkeypatch.setitem(gf.impls, HOST, counted)
         monkeypatch.setattr(gf, "_num_outputs", gf._num_outputs)  # Restored after the test.
     return counts
+
+
+def assert_same_structure_and_values(a, b, where="outputs"):
+    """Same containers (dict keys, tuple lengths), and arrays of the same dtype, shape and values."""
+    assert type(a) is type(b), (where, type(a), type(b))
+    if isinstance(a, dict):
+        assert list(a) == list(b), where
+        for k in a:
+            assert_same_structure_and_values(a[k], b[k], f"{where}[{k!r}]")
+    elif isinstance(a, (tuple, list)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same_structure_and_values(x, y, f"{where}[{i}]")
+    else:
+        assert a.dtype == b.dtype and a.shape == b.shape, (where, a.dtype, b.dtype, a.shape, b.shape)
+        np.testing.assert_array_equal(a, b, err_msg=where)
 
 
 class ScalingInserter(Component):
@@ -75,6 +97,33 @@ def test_memory_inserts_run_on_the_host_and_store_what_the_backend_would(backend
     np.testing.assert_array_equal(sampled["actions"], indices)  # Record i holds id i: stored as given.
     np.testing.assert_array_equal(sampled["states"][:, 0], indices)
     np.testing.assert_array_equal(sampled["states"][:, 1], -indices)
+
+
+def sample_after_inserts(backend):
+    test = ComponentTest(PrioritizedReplay(16, seed=1), input_spaces=SPACES, backend=backend)
+    test.test(("insert_records", records(0, 10)))
+    test.test(("update_records", [np.arange(10), np.linspace(0.5, 5.0, 10).astype(np.float32)]))
+    return test, [test.executor.execute("get_records", n) for n in (8, 3)]
+
+
+def test_memory_samples_run_on_the_host_and_return_what_the_backend_path_returns(backend, host_calls):
+    test, host = sample_after_inserts(backend)
+    assert host_calls["_graph_fn_get_records"] == 2
+    if backend == "tf":  # The backend never saw the samples.
+        assert test.executor.trace_counts["get_records"] == 0
+    records_, indices, weights = host[0]
+    assert isinstance(records_, dict) and indices.dtype == np.int64 and weights.dtype == np.float32
+    np.testing.assert_array_equal(records_["actions"], indices)
+
+
+def test_memory_sample_parity_of_the_host_and_backend_paths(backend, monkeypatch):
+    _, host = sample_after_inserts(backend)
+    monkeypatch.setattr(GraphExecutor, "_host_call", lambda self, *args: None)
+    test, reference = sample_after_inserts(backend)
+    if backend == "tf":
+        assert test.executor.trace_counts["get_records"] == 1
+    # The same seed samples the same rows: same structure, dtypes and values on both paths.
+    assert_same_structure_and_values(host, reference)
 
 
 def test_a_root_method_doing_more_than_the_insert_keeps_the_backend_path(backend, host_calls):
@@ -133,3 +182,30 @@ def test_replay_agents_insert_on_the_host_and_learn_from_what_they_inserted(back
     assert host_calls.get("_graph_fn_insert_records", 0) > 0 and results  # Inserted on the host, then learned.
     if backend == "tf":
         assert agent.executor.trace_counts["insert_records"] == 0
+    if agent_type == "r2d2":  # Sampled on the host too (DQN samples inside its update).
+        assert host_calls.get("SequenceReplay._graph_fn_get_records", 0) == agent.updates > 0
+        if backend == "tf":
+            assert agent.executor.trace_counts["get_sequences"] == 0
+
+
+def r2d2_sequences(backend):
+    """An R2D2 agent's sampled sequences (with their stored recurrent states) after 120 CartPole steps."""
+    from rlgraph.agents import Agent
+    from rlgraph.environments import VectorEnv
+    from rlgraph.workers import VectorWorker
+    spec = dict(type="r2d2", network_spec=[{"type": "dense", "units": 8}, {"type": "lstm", "units": 8}], n_step=2,
+                memory_spec={"capacity": 64, "burn_in_length": 2, "train_length": 4, "overlap": 2},
+                update_spec={"batch_size": 4, "steps_before_update": 10 ** 6})
+    agent = Agent.from_spec(spec, state_space=FloatBox(shape=(4,)), action_space=IntBox(2), backend=backend, seed=3)
+    VectorWorker(agent, VectorEnv("CartPole-v1", num_envs=4, seed=0)).run(120)
+    return agent.executor.execute("get_sequences", 6)
+
+
+def test_sequence_samples_on_the_host_match_the_backend_path(backend, monkeypatch):
+    host = r2d2_sequences(backend)
+    monkeypatch.setattr(GraphExecutor, "_host_call", lambda self, *args: None)
+    reference = r2d2_sequences(backend)
+    sequences, states, indices, weights = host
+    assert set(sequences) >= {"states", "actions", "rewards", "mask"} and len(states) == 2
+    assert sequences["states"].shape == (6, 6, 4) and states[0].shape == (6, 8)
+    assert_same_structure_and_values(host, reference)

@@ -113,11 +113,12 @@ class GraphExecutor(Specifiable):
     def _host_call(self, name, params, dynamic, checkers, defaults):
         """``call(*args, **kwargs)`` running root API method ``name`` on the host, without the backend, where
         its whole body is one graph function with a host implementation (``graph_fn(backend=HOST)``) applied
-        to the method's own arguments and returning nothing (a numpy memory's insert): the same effect
-        and errors without a backend call (on TF: no ``tf.function`` and ``tf.numpy_function`` round trip).
+        to the method's own arguments, returning nothing (a numpy memory's insert) or its outputs as they are
+        (a memory's sample): the same effect, outputs and errors without a backend call (on TF: no
+        ``tf.function`` and ``tf.numpy_function`` round trip; on PyTorch: no conversion to tensors and back).
         None where that does not hold, or where the device strategy runs the method as towers."""
         root_call = self.meta_graph.api[name]
-        if defaults or params != dynamic or self.meta_graph.towers.get(name) or root_call.outputs is not None:
+        if defaults or params != dynamic or self.meta_graph.towers.get(name):
             return None
         fn_calls, api_calls = [], [root_call]
         while api_calls:
@@ -127,18 +128,21 @@ class GraphExecutor(Specifiable):
             return None
         (node,) = fn_calls
         host = node.fn.impls.get(HOST)
-        if host is None or node.fn.split_ops or node.kwargs or node.outputs or len(node.args) != len(dynamic) \
+        if host is None or node.fn.split_ops or node.kwargs or len(node.args) != len(dynamic) \
+                or not _returns_outputs_of(root_call.outputs, node.outputs) \
                 or not all(_same_records(arg, root_call.args[p]) for arg, p in zip(node.args, dynamic)):
             return None
         component, checks = node.component, [checkers[p] for p in dynamic]
         general, scope = self._general_args, self.root.global_scope
+        to_numpy = self.backend.to_numpy  # Containers as the backend path gives them (tuples, dicts).
 
         def call(*args, **kwargs):
             if kwargs or len(args) != len(checks):
                 args, _ = general(name, params, dynamic, checkers, defaults, args, kwargs, scope)
             else:
                 args = [check(a) for check, a in zip(checks, args)]
-            host(component, *args)
+            out = host(component, *args)
+            return None if out is None else to_numpy(out)
         return call
 
     def trace(self, api_methods=None):
@@ -365,6 +369,17 @@ def _stack(outputs):
     if isinstance(first, (tuple, list)):
         return tuple(_stack([o[j] for o in outputs]) for j in range(len(first)))
     return np.stack([np.asarray(o) for o in outputs])
+
+
+def _returns_outputs_of(api_outputs, fn_outputs):
+    """Whether an API method returns nothing and its graph function has no outputs, or it returns exactly the
+    graph function's outputs as the function returns them (the one output, or all of them in order)."""
+    if api_outputs is None or not fn_outputs:
+        return api_outputs is None and not fn_outputs
+    if len(fn_outputs) == 1:
+        return api_outputs is fn_outputs[0]
+    return isinstance(api_outputs, (tuple, list)) and len(api_outputs) == len(fn_outputs) and \
+        all(a is b for a, b in zip(api_outputs, fn_outputs))
 
 
 def _same_records(a, b):

@@ -179,6 +179,12 @@ class NumpyMemory(Memory):
         except RLGraphError as e:
             raise RLGraphRuntimeError(f"{self.where(api_method)}: {e}") from None
 
+    @staticmethod
+    def host_outputs(outputs, out_specs):
+        """The numpy side's outputs in the dtypes of ``out_specs`` (as ``tf_numpy_call`` gives them to TF), for a
+        host graph function (``graph_fn(backend=HOST)``) returning what the backend functions return."""
+        return [np.asarray(o, dtype) for o, (dtype, _) in zip(outputs, out_specs)]
+
     def torch_outputs(self, outputs):
         """Numpy outputs of the numpy side as tensors on this component's device (or the device a tower
         runs on, ``rlgraph.utils.placement``)."""

@@ -147,6 +147,11 @@ class PrioritizedReplay(NumpyMemory):
                                         num_records=n)
         return self._pack(self.torch_outputs(outputs))
 
+    @graph_fn(backend=HOST, returns=3)
+    def _graph_fn_get_records(self, num_records):
+        outputs = self.host_numpy_call(self._get_numpy, int(num_records), api_method="get_records")
+        return self._pack(self.host_outputs(outputs, self._get_specs))
+
     @graph_fn(backend="tf")
     def _graph_fn_update_records(self, indices, priorities):
         self.tf_numpy_call(self._update_numpy, [indices, priorities], [], "update_records")

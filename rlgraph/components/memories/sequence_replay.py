@@ -2,7 +2,7 @@
 from rlgraph.components.memories.numpy_memory import flat_specs
 from rlgraph.components.memories.prioritized_replay import PrioritizedReplay
 from rlgraph.spaces import BoolBox, Dict
-from rlgraph.utils.decorators import graph_fn
+from rlgraph.utils.decorators import HOST, graph_fn
 from rlgraph.utils.errors import RLGraphSpaceError
 from rlgraph.utils.validation import Int, Optional, Str, check_args, spec_error
 
@@ -132,3 +132,8 @@ class SequenceReplay(PrioritizedReplay):
         outputs = self.torch_numpy_call(self._get_numpy, n, api_method="get_records", out_specs=self._get_specs,
                                         num_records=n)
         return self._pack(self.torch_outputs(outputs))
+
+    @graph_fn(backend=HOST, returns=4)
+    def _graph_fn_get_records(self, num_records):
+        outputs = self.host_numpy_call(self._get_numpy, int(num_records), api_method="get_records")
+        return self._pack(self.host_outputs(outputs, self._get_specs))
