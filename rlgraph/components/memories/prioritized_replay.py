@@ -149,6 +149,10 @@ class PrioritizedReplay(NumpyMemory):
 
     @graph_fn(backend=HOST, returns=3)
     def _graph_fn_get_records(self, num_records):
+        return self.sample_on_host(num_records)
+
+    def sample_on_host(self, num_records):
+        """``get_records``' outputs on the host: the numpy side's sample in the dtypes the backends give, packed."""
         outputs = self.host_numpy_call(self._get_numpy, int(num_records), api_method="get_records")
         return self._pack(self.host_outputs(outputs, self._get_specs))
 

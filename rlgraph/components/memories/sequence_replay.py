@@ -135,5 +135,4 @@ class SequenceReplay(PrioritizedReplay):
 
     @graph_fn(backend=HOST, returns=4)
     def _graph_fn_get_records(self, num_records):
-        outputs = self.host_numpy_call(self._get_numpy, int(num_records), api_method="get_records")
-        return self._pack(self.host_outputs(outputs, self._get_specs))
+        return self.sample_on_host(num_records)
