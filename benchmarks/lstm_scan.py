@@ -3,9 +3,10 @@
 PyTorch: rlgraph's scan (one autograd node with hand-written backpropagation through time, resets at many steps
 of the sequence; and, where rows reset at one step only as in R2D2's sequences, the native LSTM between) against (a) the same LSTM written as a Python loop of per-step ops under autograd (what the layer
 ran before) and (b) PyTorch's native ``torch.nn.LSTM`` without resets (ATen's C++ loop; it cannot zero the
-state inside a sequence, so it is the floor, not an equivalent). TensorFlow: rlgraph's ``tf.scan`` unroll
-inside a ``tf.function`` against Keras' ``LSTM`` layer without resets. Interleaved rounds, medians, ratios
-from one run; no absolute aims.
+state inside a sequence, so it is the floor, not an equivalent). TensorFlow: rlgraph's ``tf.scan`` unroll (resets
+at many steps) and its fused path (``BlockLSTMV2`` with the hand-written backward pass, where rows reset at the
+first step only, as R2D2's training sequences and acting do) inside a ``tf.function`` against Keras' ``LSTM``
+layer without resets. Interleaved rounds, medians, ratios from one run; no absolute aims.
 
     python benchmarks/lstm_scan.py [--steps 20] [--batch 256] [--units 64] [--rounds 15]
 """
@@ -113,6 +114,15 @@ def tf_variants(steps, batch, units):
             loss = tf.reduce_sum(outputs) + tf.reduce_sum(c)
         return tape.gradient(loss, variables)
 
+    resets_first_step = tf.concat([resets_np.any(axis=0)[None], tf.zeros_like(resets[1:])], axis=0)
+
+    @tf.function
+    def ours_first_step():
+        with tf.GradientTape() as tape:
+            outputs, (h, c) = layer._graph_fn_call(x, (zeros, zeros), resets_first_step)
+            loss = tf.reduce_sum(outputs) + tf.reduce_sum(c)
+        return tape.gradient(loss, variables)
+
     keras_lstm = tf.keras.layers.LSTM(units, return_sequences=True, return_state=True, time_major=False) \
         if "time_major" in tf.keras.layers.LSTM.__init__.__code__.co_varnames else \
         tf.keras.layers.LSTM(units, return_sequences=True, return_state=True)
@@ -126,7 +136,8 @@ def tf_variants(steps, batch, units):
             loss = tf.reduce_sum(outputs) + tf.reduce_sum(c)
         return tape.gradient(loss, keras_lstm.trainable_variables)
 
-    return {"rlgraph tf.scan (resets)": ours, "Keras LSTM (no resets)": keras_no_resets}
+    return {"rlgraph tf.scan (resets)": ours, "Keras LSTM (no resets)": keras_no_resets,
+            "rlgraph (resets at the first step: fused op)": ours_first_step}
 
 
 def main():

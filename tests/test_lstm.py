@@ -40,21 +40,24 @@ def spaces(time_major, with_state=True, with_resets=True):
 
 
 def sample_inputs(resets_at="many steps"):
-    """x, h0, c0 and resets: at "many steps" (PyTorch: the hand-written scan) or at "one step" (some rows of step
-    3 only; PyTorch: the native LSTM before and after it)."""
+    """x, h0, c0 and resets: at "many steps" (PyTorch: the hand-written scan; TF: the ``tf.scan`` unroll), at
+    "one step" (some rows of step 3 only; PyTorch: the native LSTM before and after it; TF: ``tf.scan``) or at the
+    "first step" only (some rows of step 0: both backends' fused LSTM from the masked initial state)."""
     x = RNG.standard_normal((T, B, IN)).astype(np.float32)
     h0 = RNG.standard_normal((B, UNITS)).astype(np.float32)
     c0 = RNG.standard_normal((B, UNITS)).astype(np.float32)
     resets = np.zeros((T, B), bool)
     if resets_at == "one step":
         resets[3, 1] = resets[3, 3] = True
+    elif resets_at == "first step":
+        resets[0, 1] = resets[0, 3] = True
     else:
         resets[3, 1] = resets[2, 3] = resets[5, 3] = True  # New episodes in the middle of the unroll ...
         resets[0, 2] = True                                # ... and at the start (drops the initial state).
     return x, h0, c0, resets
 
 
-RESET_PATTERNS = ["many steps", "one step"]
+RESET_PATTERNS = ["many steps", "one step", "first step"]
 
 
 def weights(test):
@@ -226,3 +229,70 @@ def test_lstm_rejects_bad_spaces():
         ComponentTest(LSTMLayer(UNITS), bad_resets, backend="pytorch")
     with pytest.raises(RLGraphSpecError, match="units"):
         LSTMLayer(0)
+
+
+@pytest.mark.parametrize("resets_at", ["many steps", "one step", "first step", None])
+def test_lstm_scan_tf_takes_the_fused_op_without_inner_resets(resets_at):
+    """TF runs ``BlockLSTMV2`` (one op) where no state is zeroed after the first step, else the ``tf.scan``
+    unroll; both give the numpy unroll's outputs (also inside a ``tf.function``, where the choice is a
+    ``tf.cond``)."""
+    import tensorflow as tf
+
+    from unittest import mock
+
+    from rlgraph.components.layers import lstm_scan_tf
+
+    rng = np.random.default_rng(2)
+    x, h0, c0, resets = sample_inputs(resets_at or "many steps")
+    kernel, recurrent_kernel = (rng.standard_normal((IN, 4 * UNITS)).astype(np.float32),
+                                rng.standard_normal((UNITS, 4 * UNITS)).astype(np.float32))
+    bias = rng.standard_normal(4 * UNITS).astype(np.float32)
+    keep = None if resets_at is None else (~resets).astype(np.float32)[:, :, None]
+    expected, _, c_expected = lstm_reference(x, kernel, recurrent_kernel, bias, h0, c0,
+                                             None if resets_at is None else resets, forget_bias=0.0)
+    with mock.patch.object(lstm_scan_tf, "_scan", wraps=lstm_scan_tf._scan) as scan:
+        hs, c = lstm_scan_tf.lstm_scan(tf.constant(x), kernel, recurrent_kernel, bias, tf.constant(h0),
+                                       tf.constant(c0), None if keep is None else tf.constant(keep))
+    assert scan.called == (resets_at in ("many steps", "one step"))
+    np.testing.assert_allclose(hs.numpy(), expected, atol=1e-5)
+    np.testing.assert_allclose(c.numpy(), c_expected, atol=1e-5)
+    in_graph = tf.function(lambda *a: lstm_scan_tf.lstm_scan(*a))
+    hs, c = in_graph(tf.constant(x), kernel, recurrent_kernel, bias, tf.constant(h0), tf.constant(c0),
+                     None if keep is None else tf.constant(keep))
+    np.testing.assert_allclose(hs.numpy(), expected, atol=1e-5)
+    np.testing.assert_allclose(c.numpy(), c_expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("in_function", [False, True])
+def test_lstm_scan_tf_fused_gradients_equal_autodiff_of_the_unroll(in_function):
+    """The fused path's hand-written backward pass gives TF's autodiff gradients of the plain ``tf.scan`` unroll
+    for every input (x, kernels, bias, initial state), with gradients from the outputs and the last c, and with
+    only the outputs used (the last c's gradient then comes in as None)."""
+    import tensorflow as tf
+
+    from rlgraph.components.layers import lstm_scan_tf
+
+    rng = np.random.default_rng(4)
+    steps, batch, units, size = 7, 5, 4, 3
+    args = [tf.constant(rng.standard_normal(shape).astype(np.float32) * 0.7) for shape in
+            [(steps, batch, size), (size, 4 * units), (units, 4 * units), (4 * units,), (batch, units),
+             (batch, units)]]
+    w_out = tf.constant(rng.standard_normal((steps, batch, units)).astype(np.float32))
+    w_c = tf.constant(rng.standard_normal((batch, units)).astype(np.float32))
+
+    def gradients(fn, use_c):
+        with tf.GradientTape() as tape:
+            tape.watch(args)
+            hs, c = fn(*args)
+            loss = tf.reduce_sum(hs * w_out) + (tf.reduce_sum(c * w_c) if use_c else 0.0)
+        return tape.gradient(loss, args)
+
+    fused = lambda *a: lstm_scan_tf._fused()(*a)
+    unroll = lambda *a: lstm_scan_tf._scan(*a, None)
+    for use_c in (True, False):
+        run = (lambda f: tf.function(lambda: gradients(f, use_c))()) if in_function else \
+            (lambda f: gradients(f, use_c))
+        for name, g_fused, g_unroll in zip(["x", "kernel", "recurrent kernel", "bias", "h0", "c0"], run(fused),
+                                           run(unroll)):
+            assert np.abs(g_unroll.numpy()).max() > 1e-2, name
+            np.testing.assert_allclose(g_fused.numpy(), g_unroll.numpy(), rtol=1e-4, atol=1e-5, err_msg=name)

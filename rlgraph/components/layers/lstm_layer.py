@@ -3,6 +3,7 @@ import numpy as np
 
 from rlgraph.components.layers.layer import Layer
 from rlgraph.components.layers.lstm_scan_pytorch import lstm_scan
+from rlgraph.components.layers.lstm_scan_tf import lstm_scan as tf_lstm_scan
 from rlgraph.spaces import BoolBox, FloatBox, Tuple
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
@@ -99,38 +100,23 @@ class LSTMLayer(Layer):
         forget_bias = np.zeros(4 * self.units)
         forget_bias[self.units:2 * self.units] = self.forget_bias
         bias = self.bias + tf.constant(forget_bias, dtype=self.bias.dtype)
-        # All steps' input projections at once, the forget bias folded into the bias.
-        xw = tf.tensordot(x, self.kernel, axes=1) + bias
         if initial_state is None:
             zeros = tf.zeros(tf.stack([tf.shape(x)[1], self.units]), dtype=x.dtype)
             initial_state = (zeros, zeros)
         if self.in_build_run:
             # The build infers spaces only: the outputs' (the input projection's layout, ``units`` wide) without
             # the loop, whose graph takes a recurrent agent's build most of its time (its steps run at every call).
+            xw = tf.tensordot(x, self.kernel, axes=1) + bias
             hs = tf.zeros_like(xw[:, :, :self.units]) + initial_state[0]
             outputs = hs if self.time_major else tf.transpose(hs, [1, 0, 2])
             return outputs, (hs[-1], hs[-1] + initial_state[1])
-        recurrent_kernel = tf.convert_to_tensor(self.recurrent_kernel)  # Read once, not at every step.
-
-        def step(state, elems):
-            h, c = state
-            if resets is None:
-                xw_t = elems
-            else:
-                xw_t, keep = elems
-                h, c = h * keep, c * keep
-            i, f, g, o = tf.split(xw_t + tf.matmul(h, recurrent_kernel), 4, axis=-1)
-            c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
-            return tf.sigmoid(o) * tf.tanh(c), c
-
-        if resets is None:
-            elems = xw
-        else:
+        keep = None
+        if resets is not None:
             r = resets if self.time_major else tf.transpose(resets)
-            elems = (xw, 1.0 - tf.cast(r, x.dtype)[:, :, None])
-        hs, cs = tf.scan(step, elems, initializer=(initial_state[0], initial_state[1]))
+            keep = (1.0 - tf.cast(r, x.dtype))[:, :, None]
+        hs, c = tf_lstm_scan(x, self.kernel, self.recurrent_kernel, bias, initial_state[0], initial_state[1], keep)
         outputs = hs if self.time_major else tf.transpose(hs, [1, 0, 2])
-        return outputs, (hs[-1], cs[-1])
+        return outputs, (hs[-1], c)
 
     @graph_fn(backend="pytorch")
     def _graph_fn_call(self, inputs, initial_state, resets):
