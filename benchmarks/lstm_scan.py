@@ -1,12 +1,14 @@
 """LSTMLayer's forward + backward pass against hand-written equivalents, at R2D2's learner shapes.
 
 PyTorch: rlgraph's scan (one autograd node with hand-written backpropagation through time, resets at many steps
-of the sequence; and, where rows reset at one step only as in R2D2's sequences, the native LSTM between) against (a) the same LSTM written as a Python loop of per-step ops under autograd (what the layer
-ran before) and (b) PyTorch's native ``torch.nn.LSTM`` without resets (ATen's C++ loop; it cannot zero the
-state inside a sequence, so it is the floor, not an equivalent). TensorFlow: rlgraph's ``tf.scan`` unroll (resets
-at many steps) and its fused path (``BlockLSTMV2`` with the hand-written backward pass, where rows reset at the
-first step only, as R2D2's training sequences and acting do) inside a ``tf.function`` against Keras' ``LSTM``
-layer without resets. Interleaved rounds, medians, ratios from one run; no absolute aims.
+of the sequence; and, where rows reset at one step only as in R2D2's sequences, the native LSTM between) against
+(a) the same LSTM written as a Python loop of per-step ops under autograd (what the layer ran before) and (b)
+PyTorch's native ``torch.nn.LSTM`` without resets (ATen's C++ loop; it cannot zero the state inside a sequence,
+so it is the floor, not an equivalent). TensorFlow: rlgraph's kernel (a masking ``tf.scan`` forward where rows
+reset at many steps, TF's fused ``BlockLSTMV2`` where they reset at the first step only, as R2D2's training
+sequences and acting do; the hand-written backward pass either way) inside a ``tf.function`` against (a) the
+step loop under TF's autodiff (what the layer ran before) and (b) Keras' ``LSTM`` layer without resets.
+Interleaved rounds, medians, ratios from one run; no absolute aims.
 
     python benchmarks/lstm_scan.py [--steps 20] [--batch 256] [--units 64] [--rounds 15]
 """
@@ -123,6 +125,19 @@ def tf_variants(steps, batch, units):
             loss = tf.reduce_sum(outputs) + tf.reduce_sum(c)
         return tape.gradient(loss, variables)
 
+    from rlgraph.components.layers.lstm_scan_tf import _scan_autodiff
+
+    bias = layer.bias + tf.constant(np.repeat([0.0, 1.0, 0.0, 0.0], units), dtype=tf.float32)  # Forget bias.
+    keep = (1.0 - tf.cast(resets, tf.float32))[:, :, None]
+
+    @tf.function
+    def autodiff_unroll():  # The step loop under TF's autodiff (what the layer ran before).
+        with tf.GradientTape() as tape:
+            hs, c = _scan_autodiff(x, layer.kernel, layer.recurrent_kernel, bias, zeros,
+                                   zeros, keep)
+            loss = tf.reduce_sum(hs) + tf.reduce_sum(c)
+        return tape.gradient(loss, variables)
+
     keras_lstm = tf.keras.layers.LSTM(units, return_sequences=True, return_state=True, time_major=False) \
         if "time_major" in tf.keras.layers.LSTM.__init__.__code__.co_varnames else \
         tf.keras.layers.LSTM(units, return_sequences=True, return_state=True)
@@ -136,7 +151,8 @@ def tf_variants(steps, batch, units):
             loss = tf.reduce_sum(outputs) + tf.reduce_sum(c)
         return tape.gradient(loss, keras_lstm.trainable_variables)
 
-    return {"rlgraph tf.scan (resets)": ours, "Keras LSTM (no resets)": keras_no_resets,
+    return {"rlgraph (resets)": ours, "tf.scan under TF autodiff (resets)": autodiff_unroll,
+            "Keras LSTM (no resets)": keras_no_resets,
             "rlgraph (resets at the first step: fused op)": ours_first_step}
 
 

@@ -233,8 +233,8 @@ def test_lstm_rejects_bad_spaces():
 
 @pytest.mark.parametrize("resets_at", ["many steps", "one step", "first step", None])
 def test_lstm_scan_tf_takes_the_fused_op_without_inner_resets(resets_at):
-    """TF runs ``BlockLSTMV2`` (one op) where no state is zeroed after the first step, else the ``tf.scan``
-    unroll; both give the numpy unroll's outputs (also inside a ``tf.function``, where the choice is a
+    """TF runs ``BlockLSTMV2`` (one op) where no state is zeroed after the first step, else the masking
+    ``tf.scan``; both give the numpy unroll's outputs (also inside a ``tf.function``, where the choice is a
     ``tf.cond``)."""
     import tensorflow as tf
 
@@ -250,10 +250,11 @@ def test_lstm_scan_tf_takes_the_fused_op_without_inner_resets(resets_at):
     keep = None if resets_at is None else (~resets).astype(np.float32)[:, :, None]
     expected, _, c_expected = lstm_reference(x, kernel, recurrent_kernel, bias, h0, c0,
                                              None if resets_at is None else resets, forget_bias=0.0)
-    with mock.patch.object(lstm_scan_tf, "_scan", wraps=lstm_scan_tf._scan) as scan:
+    with mock.patch.object(lstm_scan_tf, "_forward_scan", wraps=lstm_scan_tf._forward_scan) as scan, \
+            mock.patch.object(lstm_scan_tf, "_forward_fused", wraps=lstm_scan_tf._forward_fused) as fused:
         hs, c = lstm_scan_tf.lstm_scan(tf.constant(x), kernel, recurrent_kernel, bias, tf.constant(h0),
                                        tf.constant(c0), None if keep is None else tf.constant(keep))
-    assert scan.called == (resets_at in ("many steps", "one step"))
+    assert scan.called == (resets_at in ("many steps", "one step")) and fused.called == (not scan.called)
     np.testing.assert_allclose(hs.numpy(), expected, atol=1e-5)
     np.testing.assert_allclose(c.numpy(), c_expected, atol=1e-5)
     in_graph = tf.function(lambda *a: lstm_scan_tf.lstm_scan(*a))
@@ -263,36 +264,81 @@ def test_lstm_scan_tf_takes_the_fused_op_without_inner_resets(resets_at):
     np.testing.assert_allclose(c.numpy(), c_expected, atol=1e-5)
 
 
-@pytest.mark.parametrize("in_function", [False, True])
-def test_lstm_scan_tf_fused_gradients_equal_autodiff_of_the_unroll(in_function):
-    """The fused path's hand-written backward pass gives TF's autodiff gradients of the plain ``tf.scan`` unroll
-    for every input (x, kernels, bias, initial state), with gradients from the outputs and the last c, and with
-    only the outputs used (the last c's gradient then comes in as None)."""
+def _tf_case(resets_at, seed=4):
+    """Inputs (x, kernel, recurrent kernel, bias, h0, c0), keep and output weights for the TF kernel's tests."""
     import tensorflow as tf
 
-    from rlgraph.components.layers import lstm_scan_tf
-
-    rng = np.random.default_rng(4)
+    rng = np.random.default_rng(seed)
     steps, batch, units, size = 7, 5, 4, 3
     args = [tf.constant(rng.standard_normal(shape).astype(np.float32) * 0.7) for shape in
             [(steps, batch, size), (size, 4 * units), (units, 4 * units), (4 * units,), (batch, units),
              (batch, units)]]
+    keep = None
+    if resets_at is not None:
+        keep = np.ones((steps, batch, 1), np.float32)
+        keep[0, 1] = keep[0, 4] = 0.0
+        if resets_at == "many steps":
+            keep[3, 0] = keep[5, 2] = keep[6, 0] = 0.0
+        keep = tf.constant(keep)
     w_out = tf.constant(rng.standard_normal((steps, batch, units)).astype(np.float32))
     w_c = tf.constant(rng.standard_normal((batch, units)).astype(np.float32))
+    return args, keep, w_out, w_c
+
+
+@pytest.mark.parametrize("resets_at", ["many steps", "first step", None])
+@pytest.mark.parametrize("in_function", [False, True])
+def test_lstm_scan_tf_gradients_equal_autodiff_of_the_unroll(in_function, resets_at):
+    """The hand-written backward pass (after the fused op, or after the masking scan where states are zeroed
+    inside) gives TF's autodiff gradients of the plain ``tf.scan`` unroll for every input (x, kernels, bias,
+    initial state), with gradients from the outputs and the last c, and with only the outputs used (the last
+    c's gradient then comes in as None); eager and inside a ``tf.function`` with autograph on."""
+    import tensorflow as tf
+
+    from rlgraph.components.layers import lstm_scan_tf
+
+    args, keep, w_out, w_c = _tf_case(resets_at)
 
     def gradients(fn, use_c):
         with tf.GradientTape() as tape:
             tape.watch(args)
-            hs, c = fn(*args)
+            hs, c = fn(*args, keep)
             loss = tf.reduce_sum(hs * w_out) + (tf.reduce_sum(c * w_c) if use_c else 0.0)
         return tape.gradient(loss, args)
 
-    fused = lambda *a: lstm_scan_tf._fused()(*a)
-    unroll = lambda *a: lstm_scan_tf._scan(*a, None)
     for use_c in (True, False):
         run = (lambda f: tf.function(lambda: gradients(f, use_c))()) if in_function else \
             (lambda f: gradients(f, use_c))
-        for name, g_fused, g_unroll in zip(["x", "kernel", "recurrent kernel", "bias", "h0", "c0"], run(fused),
-                                           run(unroll)):
+        for name, g_ours, g_unroll in zip(["x", "kernel", "recurrent kernel", "bias", "h0", "c0"],
+                                          run(lstm_scan_tf.lstm_scan), run(lstm_scan_tf._scan_autodiff)):
             assert np.abs(g_unroll.numpy()).max() > 1e-2, name
-            np.testing.assert_allclose(g_fused.numpy(), g_unroll.numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
+            np.testing.assert_allclose(g_ours.numpy(), g_unroll.numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_lstm_scan_tf_differentiates_twice_in_one_graph():
+    """``tf.gradients`` inside a graph and a ``GradientTape`` around it (as an agent's loss-and-gradients method
+    under a user's tape) both differentiate the LSTM with states zeroed at the first step: the path choice is
+    no differentiated ``tf.cond``, whose lazily built gradient would fail the second time."""
+    import tensorflow as tf
+
+    from rlgraph.components.layers import lstm_scan_tf
+
+    args, keep, w_out, _ = _tf_case("first step")
+
+    @tf.function(autograph=False)
+    def twice():
+        with tf.GradientTape() as tape:
+            tape.watch(args[4])
+            hs, _ = lstm_scan_tf.lstm_scan(*args, keep)
+            loss = tf.reduce_sum(hs * w_out)
+            inner = tf.gradients(loss, args[2])[0]
+            total = loss + tf.reduce_sum(tf.stop_gradient(inner))
+        return tape.gradient(total, args[4]), inner
+
+    d_h0, inner = twice()
+    with tf.GradientTape() as tape:
+        tape.watch(args)
+        loss = tf.reduce_sum(lstm_scan_tf._scan_autodiff(*args, keep)[0] * w_out)
+    reference = tape.gradient(loss, args)
+    np.testing.assert_allclose(inner.numpy(), reference[2].numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(d_h0.numpy(), reference[4].numpy(), rtol=1e-4, atol=1e-5)
+    assert np.all(d_h0.numpy()[[1, 4]] == 0.0)  # Rows whose state the first step zeroes get no gradient.
