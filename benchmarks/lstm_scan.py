@@ -109,32 +109,28 @@ def tf_variants(steps, batch, units):
     zeros = tf.zeros((batch, units))
     variables = [layer.kernel, layer.recurrent_kernel, layer.bias]
 
-    @tf.function
-    def ours():
-        with tf.GradientTape() as tape:
-            outputs, (h, c) = layer._graph_fn_call(x, (zeros, zeros), resets)
-            loss = tf.reduce_sum(outputs) + tf.reduce_sum(c)
-        return tape.gradient(loss, variables)
+    def layer_pass(resets):
+        @tf.function
+        def forward_backward():
+            with tf.GradientTape() as tape:
+                outputs, (h, c) = layer._graph_fn_call(x, (zeros, zeros), resets)
+                loss = tf.reduce_sum(outputs) + tf.reduce_sum(c)
+            return tape.gradient(loss, variables)
+        return forward_backward
 
-    resets_first_step = tf.concat([resets_np.any(axis=0)[None], tf.zeros_like(resets[1:])], axis=0)
-
-    @tf.function
-    def ours_first_step():
-        with tf.GradientTape() as tape:
-            outputs, (h, c) = layer._graph_fn_call(x, (zeros, zeros), resets_first_step)
-            loss = tf.reduce_sum(outputs) + tf.reduce_sum(c)
-        return tape.gradient(loss, variables)
+    ours = layer_pass(resets)
+    ours_first_step = layer_pass(tf.concat([resets_np.any(axis=0)[None], tf.zeros_like(resets[1:])], axis=0))
 
     from rlgraph.components.layers.lstm_scan_tf import _scan_autodiff
 
-    bias = layer.bias + tf.constant(np.repeat([0.0, 1.0, 0.0, 0.0], units), dtype=tf.float32)  # Forget bias.
+    forget_bias = tf.constant(np.repeat([0.0, 1.0, 0.0, 0.0], units), dtype=tf.float32)
     keep = (1.0 - tf.cast(resets, tf.float32))[:, :, None]
 
     @tf.function
     def autodiff_unroll():  # The step loop under TF's autodiff (what the layer ran before).
-        with tf.GradientTape() as tape:
-            hs, c = _scan_autodiff(x, layer.kernel, layer.recurrent_kernel, bias, zeros,
-                                   zeros, keep)
+        with tf.GradientTape() as tape:  # The bias read inside the tape: its gradient is computed, as in ours.
+            hs, c = _scan_autodiff(x, layer.kernel, layer.recurrent_kernel, layer.bias + forget_bias, zeros, zeros,
+                                   keep)
             loss = tf.reduce_sum(hs) + tf.reduce_sum(c)
         return tape.gradient(loss, variables)
 
