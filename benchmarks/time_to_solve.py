@@ -5,13 +5,19 @@ process (so interpreter start, imports and graph build count), and reads ``summa
 mean return of 450 over 20 greedy evaluation episodes (``train_spec.eval_every_steps``). Prints a table
 with seconds to 450 from process launch, env steps to 450, and env steps per second, next to the reference
 figures measured on this kind of 2-core machine (RLlib 2.60, Sample Factory, a single-file PyTorch PPO),
-as ratios.
+as ratios. With several ``--seeds``, one row per seed and then, per agent and backend, how many runs reached
+450 within the aim, the median and the worst time (runs of one seed differ too: TF's inter-op threads order
+float sums differently from run to run).
 
 Run: .venv/bin/python benchmarks/time_to_solve.py [--agents dqn apex impala appo r2d2] [--backends tf pytorch]
+     [--seeds 0 1 2 3 4]
 """
 import argparse
 import json
+import math
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,14 +38,26 @@ def run(agent, backend, max_seconds, seed):
     cmd = [sys.executable, "-m", "rlgraph.cli", "train", config, "--backend", backend, "--seconds",
            str(max_seconds), "--logdir", logdir, "--seed", str(seed)]
     launched = time.time()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    if proc.returncode != 0:
-        return dict(error=proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}")
-    with open(os.path.join(logdir, "summary.json")) as f:
-        summary = json.load(f)
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        if proc.returncode != 0:
+            return dict(error=proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else
+                        f"exit {proc.returncode}")
+        with open(os.path.join(logdir, "summary.json")) as f:
+            summary = json.load(f)
+    finally:
+        shutil.rmtree(logdir, ignore_errors=True)
     reached = summary.get("target_reached_unix")
     return dict(seconds=None if reached is None else reached - launched, steps=summary.get("steps_to_target"),
                 rate=summary.get("env_steps_per_second"), final=summary.get("eval_mean_return"))
+
+
+def summarize(seconds, aim):
+    """Runs within ``aim`` seconds, the median and the worst of ``seconds`` (None: never reached 450, counted
+    as infinitely slow)."""
+    times = [math.inf if t is None else t for t in seconds]
+    return dict(within=sum(t <= aim for t in times), runs=len(times), median=statistics.median(times),
+                worst=max(times))
 
 
 def main():
@@ -47,26 +65,33 @@ def main():
     parser.add_argument("--agents", nargs="+", default=["dqn", "apex", "impala", "appo", "r2d2"])
     parser.add_argument("--backends", nargs="+", default=["pytorch", "tf"])
     parser.add_argument("--max-seconds", type=float, default=300)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", "--seed", nargs="+", type=int, default=[0])
     args = parser.parse_args()
-    print(f"{'agent':8} {'backend':8} {'s to 450':>9} {'aim':>5} {'steps to 450':>13} {'steps/s':>9} "
+    print(f"{'agent':8} {'backend':8} {'seed':>4} {'s to 450':>9} {'aim':>5} {'steps to 450':>13} {'steps/s':>9} "
           f"{'final eval':>10}  reference (s)      ref/ours")
     for agent in args.agents:
         if not os.path.isfile(os.path.join(ROOT, "configs", f"{agent}_cartpole.json")):
             print(f"{agent:8} (no config)")
             continue
         for backend in args.backends:
-            r = run(agent, backend, args.max_seconds, args.seed)
-            if "error" in r:
-                print(f"{agent:8} {backend:8} error: {r['error']}")
-                continue
-            ref_name, ref_s = REFERENCE[agent]
-            secs = "-" if r["seconds"] is None else f"{r['seconds']:.1f}"
-            ratio = "-" if r["seconds"] is None else f"{ref_s / r['seconds']:.1f}x"
-            aim = AIM[agent].get(backend, "-")
-            print(f"{agent:8} {backend:8} {secs:>9} {aim:>5} {str(r['steps'] or '-'):>13} "
-                  f"{r['rate'] or 0:>9,.0f} {r['final'] if r['final'] is not None else '-':>10}  "
-                  f"{ref_name} {ref_s:.0f}  {ratio}", flush=True)
+            aim, times = AIM[agent].get(backend, math.inf), []
+            for seed in args.seeds:
+                r = run(agent, backend, args.max_seconds, seed)
+                if "error" in r:
+                    print(f"{agent:8} {backend:8} {seed:>4} error: {r['error']}")
+                    continue
+                times.append(r["seconds"])
+                ref_name, ref_s = REFERENCE[agent]
+                secs = "-" if r["seconds"] is None else f"{r['seconds']:.1f}"
+                ratio = "-" if r["seconds"] is None else f"{ref_s / r['seconds']:.1f}x"
+                print(f"{agent:8} {backend:8} {seed:>4} {secs:>9} {aim:>5} {str(r['steps'] or '-'):>13} "
+                      f"{r['rate'] or 0:>9,.0f} {r['final'] if r['final'] is not None else '-':>10}  "
+                      f"{ref_name} {ref_s:.0f}  {ratio}", flush=True)
+            if len(args.seeds) > 1 and times:
+                summary = summarize(times, aim)
+                print(f"{agent:8} {backend:8} {summary['within']}/{summary['runs']} runs within {aim} s; "
+                      f"median {summary['median']:.1f} s, worst {summary['worst']:.1f} s (inf: not within "
+                      f"{args.max_seconds:.0f} s)", flush=True)
 
 
 if __name__ == "__main__":

@@ -164,10 +164,13 @@ def test_more_actors_than_the_cluster_places_is_refused(local_ray):
 def test_unroll_engine_batches_actors_unrolls_and_tracks_versions(local_ray):
     engine, agent = engine_for("impala_cartpole", num_actors=2, envs_per_actor=4, learner_queue_size=4)
     try:
-        assert engine.batch_columns == 64 and engine.vector_steps == 32
+        # A batch holds a local run's environment columns; a sample is one unroll per actor environment.
+        config = config_of("impala_cartpole")
+        assert engine.batch_columns == config["environment_spec"]["num_envs"]
+        assert engine.vector_steps == config["unroll_length"]
         engine.batch_columns = 8  # one update per two actor results (4 columns each)
         out = engine.run(4000)
-        assert out["env_steps"] >= 4000 and out["env_steps"] % (32 * 4) == 0
+        assert out["env_steps"] >= 4000 and out["env_steps"] % (engine.vector_steps * 4) == 0
         assert len(out["results"]) >= 2 and agent.updates == len(out["results"])
         assert all(np.isfinite(r["loss"]) for r in out["results"])
         # Back-pressure: no more than learner_queue_size results are queued or in flight.
@@ -194,7 +197,7 @@ def test_unroll_engine_reports_the_lag_of_samples_launched_before_an_update(loca
                                max_samples_in_flight=2)
     try:
         engine.batch_columns = 4  # one update per actor result
-        out = engine.run(2 * 32 * 4)
+        out = engine.run(2 * engine.vector_steps * 4)
         lags = [r["policy_lag_max"] for r in out["results"]]
         assert lags[:2] == [0, 1], lags
     finally:
