@@ -11,6 +11,9 @@ from rlgraph.utils.run_state import load_run_state, save_run_state
 
 logger = logging.getLogger(__name__)
 
+#: Seconds ``RayEngine.kill`` waits for actors still being created (see there).
+ACTOR_CREATION_WAIT_S = 60.0
+
 
 class RayEngine:
     """Trains one agent config with actor processes on a Ray cluster and the learner in this process.
@@ -57,6 +60,7 @@ class RayEngine:
         self._actor_versions = [-1] * self.num_actors  # The weights version each actor was last sent.
         self._in_flight = {}  # stats ref -> (actor index, items ref, vector steps, launch time)
         self._actor_class = ray.remote(**self._actor_options())(_sampler_class())
+        self._creations = {}  # actor handle -> ref of its first call (answered once the actor is created)
         self.actors = [self._make_actor(i) for i in range(self.num_actors)]
 
     # --- setup ----------------------------------------------------------------------------------------------
@@ -81,8 +85,15 @@ class RayEngine:
         total = self.num_actors * self.envs_per_actor
         env_kwargs = dict(self.env_kwargs, num_envs=self.envs_per_actor, seed=self.seed + 1000 * (index + 1))
         self._actor_versions[index] = -1
-        return self._actor_class.remote(index, self.config, env_kwargs, self.agent.backend,
-                                        self.seed + 1000 * (index + 1), index * self.envs_per_actor, total)
+        return self._created(self._actor_class.remote(index, self.config, env_kwargs, self.agent.backend,
+                                                      self.seed + 1000 * (index + 1), index * self.envs_per_actor,
+                                                      total))
+
+    def _created(self, handle):
+        """Notes a new actor (a ``RaySampler`` or a replay shard): its first call, ``pid``, answers once the actor
+        is created (``kill`` needs to know)."""
+        self._creations[handle] = handle.pid.remote()
+        return handle
 
     # --- weights ----------------------------------------------------------------------------------------------
     def _current_weights(self):
@@ -151,7 +162,22 @@ class RayEngine:
         self.actors[index] = self._make_actor(index)
 
     def kill(self, *handles):
-        """Ends Ray actor processes for good (those already gone are skipped)."""
+        """Ends Ray actor processes for good (those already gone are skipped).
+
+        Ray drops a kill that reaches an actor's worker process while the actor is still being created (the
+        worker logs "Mismatched ActorID: ignoring KillActor"), yet marks the actor dead: its process lives on
+        and holds its CPUs, so the next engine's actors wait for them forever. Actors still being created are
+        therefore killed once their creation ends (waiting at most ``ACTOR_CREATION_WAIT_S`` for all of them
+        together); the others at once.
+        """
+        creations = [self._creations.pop(handle, None) for handle in handles]
+        starting = [ref for ref in creations if ref is not None and not self.ray.wait([ref], timeout=0)[0]]
+        if starting:
+            _, left = self.ray.wait(starting, num_returns=len(starting), timeout=ACTOR_CREATION_WAIT_S)
+            if left:
+                logger.warning("Ray engine: %d actor(s) still being created after %.0f s are killed now; Ray may "
+                               "keep their processes (and CPUs) until the cluster shuts down.", len(left),
+                               ACTOR_CREATION_WAIT_S)
         for handle in handles:
             try:
                 self.ray.kill(handle, no_restart=True)

@@ -54,8 +54,8 @@ class RayReplayEngine(RayEngine):
         self._priority_updates = {}  # ref -> shard
 
     def _make_shard(self, k):
-        return self._shard_class.remote(self.learner.replay_keys, self.shard_capacity, self.alpha, self.beta,
-                                        self.seed + 7919 * (k + 1))
+        return self._created(self._shard_class.remote(self.learner.replay_keys, self.shard_capacity, self.alpha,
+                                                      self.beta, self.seed + 7919 * (k + 1)))
 
     def _updates_due(self):
         """Updates the replay ratio asks for now minus those made."""
