@@ -10,7 +10,11 @@ sequences and acting do; the hand-written backward pass either way) inside a ``t
 step loop under TF's autodiff (what the layer ran before) and (b) Keras' ``LSTM`` layer without resets.
 Interleaved rounds, medians, ratios from one run; no absolute aims.
 
-    python benchmarks/lstm_scan.py [--steps 20] [--batch 256] [--units 64] [--rounds 15]
+Acting (PyTorch): one step without gradients for ``--acting-batch`` environments, as R2D2's actors call it:
+rlgraph's layer (a single-step kernel of a few ops) against ``torch.lstm`` over the one step (what the layer ran
+before; oneDNN's RNN set-up dominates it) and ``torch.nn.LSTMCell``.
+
+    python benchmarks/lstm_scan.py [--steps 20] [--batch 256] [--units 64] [--rounds 15] [--acting-batch 16]
 """
 import argparse
 import os
@@ -100,6 +104,37 @@ def pytorch_variants(steps, batch, units):
             "rlgraph (resets at one step: native segments)": ours_one_step}
 
 
+def pytorch_acting_variants(batch, units):
+    """One step without gradients (acting): rlgraph's layer, ``torch.lstm``, ``torch.nn.LSTMCell``."""
+    import torch
+
+    from rlgraph.components.layers.lstm_scan_pytorch import _native
+
+    layer = built_layer(units, "pytorch")
+    x_np, _ = layer_inputs(1, batch, units)
+    x = torch.tensor(x_np)
+    h = torch.tensor(np.random.default_rng(1).standard_normal((batch, units)).astype(np.float32))
+    c = h.flip(0)
+    kernel, recurrent = layer.kernel.detach(), layer.recurrent_kernel.detach()
+    bias = layer.bias.detach() + torch.tensor(np.repeat([0.0, 1.0, 0.0, 0.0], units), dtype=torch.float32)
+    cell = torch.nn.LSTMCell(units, units)
+
+    def ours():
+        with torch.no_grad():
+            layer._graph_fn_call(x, (h, c), None)
+
+    def torch_lstm():
+        with torch.no_grad():
+            _native(x, kernel, recurrent, bias, h, c)
+
+    def lstm_cell():
+        with torch.no_grad():
+            cell(x[0], (h, c))
+
+    return {"rlgraph (one step)": ours, "torch.lstm over one step (before)": torch_lstm,
+            "torch.nn.LSTMCell": lstm_cell}
+
+
 def tf_variants(steps, batch, units):
     import tensorflow as tf
 
@@ -160,22 +195,31 @@ def main():
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--seconds", type=float, default=0.3, help="minimum time of one repetition")
     parser.add_argument("--backend", choices=["tf", "pytorch"], action="append")
+    parser.add_argument("--acting-batch", type=int, default=16, help="environments of the acting comparison")
     args = parser.parse_args()
     backends = args.backend or ["pytorch", "tf"]
     print(f"LSTM forward + backward, T={args.steps}, B={args.batch}, {args.units} units; median ms of "
           f"{args.rounds} interleaved rounds")
     for backend in backends:
         make = pytorch_variants if backend == "pytorch" else tf_variants
-        variants = make(args.steps, args.batch, args.units)
-        times = {name: [] for name in variants}
-        for _ in range(args.rounds):
-            for name, fn in variants.items():
-                times[name].append(timed(fn, args.seconds))
-        medians = {name: statistics.median(ts) for name, ts in times.items()}
-        ours = next(iter(medians.values()))
-        print(f"\n| {backend} | ms | ms / rlgraph ms |\n|---|---|---|")
-        for name, ms in medians.items():
-            print(f"| {name} | {ms:.2f} | {ms / ours:.2f}x |")
+        report(backend, make(args.steps, args.batch, args.units), args)
+    if "pytorch" in backends:
+        print(f"\nActing: one step without gradients, B={args.acting_batch}, {args.units} units")
+        report("pytorch", pytorch_acting_variants(args.acting_batch, args.units), args, unit="us")
+
+
+def report(backend, variants, args, unit="ms"):
+    """Times ``variants`` in interleaved rounds and prints their medians and ratios to the first (rlgraph's)."""
+    times = {name: [] for name in variants}
+    for _ in range(args.rounds):
+        for name, fn in variants.items():
+            times[name].append(timed(fn, args.seconds))
+    scale = 1e3 if unit == "us" else 1.0
+    medians = {name: statistics.median(ts) * scale for name, ts in times.items()}
+    ours = next(iter(medians.values()))
+    print(f"\n| {backend} | {unit} | {unit} / rlgraph {unit} |\n|---|---|---|")
+    for name, value in medians.items():
+        print(f"| {name} | {value:.2f} | {value / ours:.2f}x |")
 
 
 if __name__ == "__main__":

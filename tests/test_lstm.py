@@ -102,6 +102,26 @@ def test_lstm_with_initial_state_and_no_resets(backend, time_major):
     test.test(("call", [x, (h0, c0)]), expected_outputs=(outputs, (h, c)), decimals=5)
 
 
+@pytest.mark.parametrize("with_resets", [False, True])
+@pytest.mark.parametrize("time_major", [True, False])
+def test_lstm_one_step(backend, time_major, with_resets):
+    """A sequence of one step (acting; PyTorch: the single-step kernel, not ``torch.lstm``), from a given state,
+    with some rows starting a new episode at it."""
+    test = ComponentTest(LSTMLayer(UNITS, bias_initializer="normal"), spaces(time_major, with_resets=with_resets),
+                         backend=backend)
+    x, h0, c0, _ = sample_inputs()
+    x = x[:1]
+    resets = np.array([[False, True, False, True]]) if with_resets else None
+    outputs, h, c = lstm_reference(x, *weights(test), h0, c0, resets)
+    if with_resets:  # The reset matters.
+        assert not np.allclose(h[1], lstm_reference(x, *weights(test), h0, c0)[1][1])
+    if not time_major:
+        x, outputs = x.transpose(1, 0, 2), outputs.transpose(1, 0, 2)
+        resets = None if resets is None else resets.T
+    args = [x, (h0, c0)] + ([resets] if with_resets else [])
+    test.test(("call", args), expected_outputs=(outputs, (h, c)), decimals=5)
+
+
 def test_lstm_reset_equals_fresh_start(backend):
     """A reset at step t gives the same outputs from t on as a new unroll from zeros on x[t:]."""
     test = ComponentTest(LSTMLayer(UNITS), spaces(True), backend=backend)
@@ -214,6 +234,12 @@ def test_lstm_scan_pytorch_passes_gradcheck(resets_at):
     with mock.patch.object(lstm_scan_pytorch, "_native", wraps=lstm_scan_pytorch._native) as native:
         assert torch.autograd.gradcheck(lambda *a: lstm_scan(*a, keep), args, eps=1e-6, atol=1e-6)
     assert native.called == (resets_at != "many steps")  # The path this case is meant to check.
+    # One step (the single-step kernel), with and without a reset of some rows' state at it.
+    one_step = (args[0][:1].detach().requires_grad_(),) + args[1:]
+    with mock.patch.object(lstm_scan_pytorch, "_native", wraps=lstm_scan_pytorch._native) as native:
+        assert torch.autograd.gradcheck(lambda *a: lstm_scan(*a, None if keep is None else keep[2:3]), one_step,
+                                        eps=1e-6, atol=1e-6)
+    assert not native.called
 
 
 def test_lstm_rejects_bad_spaces():
