@@ -173,7 +173,11 @@ class RayEngine:
         creations = [self._creations.pop(handle, None) for handle in handles]
         starting = [ref for ref in creations if ref is not None and not self.ray.wait([ref], timeout=0)[0]]
         if starting:
-            _, left = self.ray.wait(starting, num_returns=len(starting), timeout=ACTOR_CREATION_WAIT_S)
+            _, left = self.ray.wait(starting, num_returns=len(starting), timeout=min(2.0, ACTOR_CREATION_WAIT_S))
+            if left:
+                logger.warning("Ray engine: waiting up to %.0f s for %d actor(s) still being created before "
+                               "stopping them (Ray ignores a kill during creation).", ACTOR_CREATION_WAIT_S, len(left))
+                _, left = self.ray.wait(left, num_returns=len(left), timeout=max(0.0, ACTOR_CREATION_WAIT_S - 2.0))
             if left:
                 logger.warning("Ray engine: %d actor(s) still being created after %.0f s are killed now; Ray may "
                                "keep their processes (and CPUs) until the cluster shuts down.", len(left),
