@@ -11,8 +11,9 @@ from rlgraph.utils.run_state import load_run_state, save_run_state
 
 logger = logging.getLogger(__name__)
 
-#: Seconds ``RayEngine.kill`` waits for actors still being created (see there).
+#: Seconds ``RayEngine.kill`` waits for actors still being created (see there), the first of them without a word.
 ACTOR_CREATION_WAIT_S = 60.0
+ACTOR_CREATION_QUIET_S = 2.0
 
 
 class RayEngine:
@@ -170,14 +171,12 @@ class RayEngine:
         therefore killed once their creation ends (waiting at most ``ACTOR_CREATION_WAIT_S`` for all of them
         together); the others at once.
         """
-        creations = [self._creations.pop(handle, None) for handle in handles]
-        starting = [ref for ref in creations if ref is not None and not self.ray.wait([ref], timeout=0)[0]]
-        if starting:
-            _, left = self.ray.wait(starting, num_returns=len(starting), timeout=min(2.0, ACTOR_CREATION_WAIT_S))
-            if left:
-                logger.warning("Ray engine: waiting up to %.0f s for %d actor(s) still being created before "
-                               "stopping them (Ray ignores a kill during creation).", ACTOR_CREATION_WAIT_S, len(left))
-                _, left = self.ray.wait(left, num_returns=len(left), timeout=max(0.0, ACTOR_CREATION_WAIT_S - 2.0))
+        refs = [ref for ref in (self._creations.pop(handle, None) for handle in handles) if ref is not None]
+        left = self._unanswered(refs, min(ACTOR_CREATION_QUIET_S, ACTOR_CREATION_WAIT_S))
+        if left:
+            logger.warning("Ray engine: waiting up to %.0f s for %d actor(s) still being created before stopping "
+                           "them (Ray ignores a kill during creation).", ACTOR_CREATION_WAIT_S, len(left))
+            left = self._unanswered(left, max(0.0, ACTOR_CREATION_WAIT_S - ACTOR_CREATION_QUIET_S))
             if left:
                 logger.warning("Ray engine: %d actor(s) still being created after %.0f s are killed now; Ray may "
                                "keep their processes (and CPUs) until the cluster shuts down.", len(left),
@@ -187,6 +186,12 @@ class RayEngine:
                 self.ray.kill(handle, no_restart=True)
             except Exception:  # noqa: BLE001 - it is gone already.
                 pass
+
+    def _unanswered(self, refs, timeout):
+        """The refs of ``refs`` still unanswered after waiting at most ``timeout`` seconds for all of them."""
+        if not refs:
+            return []
+        return self.ray.wait(refs, num_returns=len(refs), timeout=timeout)[1]
 
     # --- the worker interface -----------------------------------------------------------------------------
     def run(self, num_env_steps):
