@@ -328,3 +328,64 @@ def test_component_variables_follow_changes_to_the_tree():
     net.variable_registry.pop(f"{net.global_scope}/extra")
     net.weight_names.discard(f"{net.global_scope}/extra")
     assert net._graph_fn_variables() == before
+
+
+class Echo(Component):
+    """Test-only: returns its input, or views of it, unchanged."""
+
+    @rlgraph_api
+    def echo(self, x):
+        return self._graph_fn_echo(x)
+
+    @graph_fn
+    def _graph_fn_echo(self, x):
+        return x
+
+    @rlgraph_api
+    def tail(self, x):
+        return self._graph_fn_tail(x)
+
+    @graph_fn
+    def _graph_fn_tail(self, x):
+        return dict(tail=x[:, 1:], pair=(x, x[:1]))
+
+    @rlgraph_api
+    def plus_one(self, x):
+        return self._graph_fn_plus_one(x)
+
+    @graph_fn
+    def _graph_fn_plus_one(self, x):
+        return x + 1.0
+
+
+def aligned_array(rows, alignment=64):
+    """A float32 ``[rows, 4]`` array whose data starts at a multiple of ``alignment`` bytes (TF would take such
+    an array's memory as a tensor's buffer instead of copying it)."""
+    raw = np.zeros(rows * 16 + alignment, np.uint8)
+    offset = (-raw.ctypes.data) % alignment
+    array = raw[offset:offset + rows * 16].view(np.float32).reshape(rows, 4)
+    array[:] = np.arange(rows * 4, dtype=np.float32).reshape(rows, 4)
+    return array
+
+
+@pytest.mark.parametrize("rows", [1, 4096])
+def test_results_never_share_memory_with_the_callers_arrays(backend, rows):
+    test = ComponentTest(Echo(), dict(x=STATES), backend=backend)
+    for x in (aligned_array(rows), aligned_array(rows + 1)[1:]):  # aligned, and (16 bytes on) not aligned
+        expected = x.copy()
+        out = test.executor.execute("echo", x)
+        np.testing.assert_array_equal(out, expected)
+        x[:] = -1.0
+        np.testing.assert_array_equal(out, expected)  # The result is not the caller's memory...
+        out[:] = -2.0
+        x[:] = expected
+        np.testing.assert_array_equal(test.executor.execute("echo", x), expected)  # ...nor is it kept.
+        # A result computed from an input leaves the input as it was (no kernel writes into the caller's memory).
+        np.testing.assert_array_equal(test.executor.execute("plus_one", x), expected + 1.0)
+        np.testing.assert_array_equal(x, expected)
+        # Views of an input, in containers.
+        out = test.executor.execute("tail", x)
+        x[:] = -1.0
+        np.testing.assert_array_equal(out["tail"], expected[:, 1:])
+        np.testing.assert_array_equal(out["pair"][0], expected)
+        np.testing.assert_array_equal(out["pair"][1], expected[:1])

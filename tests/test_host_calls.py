@@ -209,3 +209,38 @@ def test_sequence_samples_on_the_host_match_the_backend_path(backend, monkeypatc
     assert set(sequences) >= {"states", "actions", "rewards", "mask"} and len(states) == 2
     assert sequences["states"].shape == (6, 6, 4) and states[0].shape == (6, 8)
     assert_same_structure_and_values(host, reference)
+
+
+class HostEcho(Component):
+    """Test-only: a root method that is one graph function with a host implementation returning its argument and
+    a view of it."""
+
+    def __init__(self):
+        super().__init__(scope="host-echo")
+
+    @rlgraph_api
+    def echo(self, x):
+        return self._graph_fn_echo(x)
+
+    @graph_fn(returns=2)
+    def _graph_fn_echo(self, x):
+        return x, x[:1]
+
+    @graph_fn(backend=HOST, returns=2)
+    def _graph_fn_echo(self, x):  # noqa: F811 - the host implementation of the same graph function.
+        return x, x[:1]
+
+
+def test_host_call_results_never_share_memory_with_the_callers_arrays(backend, monkeypatch):
+    calls = []
+    gf = HostEcho.__dict__["_graph_fn_echo"]
+    original = gf.impls[HOST]
+    monkeypatch.setitem(gf.impls, HOST, lambda *args: calls.append(1) or original(*args))
+    test = ComponentTest(HostEcho(), dict(x=FloatBox(shape=(2,), add_batch_rank=True)), backend=backend)
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    expected = x.copy()
+    whole, first = test.executor.execute("echo", x)
+    assert calls == [1]  # The host path.
+    x[:] = -1.0
+    np.testing.assert_array_equal(whole, expected)
+    np.testing.assert_array_equal(first, expected[:1])

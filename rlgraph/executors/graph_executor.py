@@ -142,7 +142,7 @@ class GraphExecutor(Specifiable):
             else:
                 args = [check(a) for check, a in zip(checks, args)]
             out = host(component, *args)
-            return None if out is None else to_numpy(out)
+            return None if out is None else _unshared(to_numpy(out), args)
         return call
 
     def trace(self, api_methods=None):
@@ -359,6 +359,32 @@ def map_batched_leaves(value, axes, fn):
 def _take(value, rows, axes):
     """The rows ``rows`` of a numpy argument along each leaf's batch axis."""
     return map_batched_leaves(value, axes, lambda v, a: np.take(v, rows, axis=a))
+
+
+def _unshared(out, args):
+    """``out`` (numpy leaves in dicts and tuples) with each leaf that shares memory with an array among
+    ``args`` copied: a host call's results are never the caller's arrays (as the backends' calls)."""
+    arrays, stack = [], list(args)
+    while stack:
+        x = stack.pop()
+        if isinstance(x, np.ndarray):
+            arrays.append(x)
+        elif isinstance(x, dict):
+            stack.extend(x.values())
+        elif isinstance(x, (tuple, list)):
+            stack.extend(x)
+    if not arrays:
+        return out
+
+    def walk(x):
+        if isinstance(x, np.ndarray):
+            return x.copy() if any(np.may_share_memory(x, a) for a in arrays) else x
+        if isinstance(x, dict):
+            return {k: walk(v) for k, v in x.items()}
+        if isinstance(x, (tuple, list)):
+            return type(x)(walk(v) for v in x)
+        return x
+    return walk(out)
 
 
 def _stack(outputs):
