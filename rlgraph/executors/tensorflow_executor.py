@@ -168,11 +168,13 @@ class TensorFlowExecutor(GraphExecutor):
         tf.random.set_seed((self.seed * 1_000_003 + zlib.crc32(repr((name, "steps", static)).encode())) % 2**31)
         with op_generator(self.op_generator):
             f = f.get_concrete_function()
+        if self.validate_inputs:  # Checked by ``execute_steps``: the flat call is safe.
+            f = _flat_call(f, signature)
 
         def call(rows, dyn):
             dyn = [v if cast is None else cast(v) for v, cast in zip(dyn, py_casts)]
             try:
-                out = f(tf.constant(rows, tf.int64), *dyn)
+                out = f(np.asarray(rows, np.int64), *dyn)
             except tf.errors.InvalidArgumentError as e:
                 raise RLGraphRuntimeError(f"API method '{name}' of '{component}': {_op_error_text(e)}") from None
             return to_numpy(out)
