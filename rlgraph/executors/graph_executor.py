@@ -6,6 +6,7 @@ import time
 from collections import OrderedDict
 
 import numpy as np
+import optree
 
 from rlgraph.backends import get_backend
 from rlgraph.components.component import Component
@@ -364,27 +365,11 @@ def _take(value, rows, axes):
 def _unshared(out, args):
     """``out`` (numpy leaves in dicts and tuples) with each leaf that shares memory with an array among
     ``args`` copied: a host call's results are never the caller's arrays (as the backends' calls)."""
-    arrays, stack = [], list(args)
-    while stack:
-        x = stack.pop()
-        if isinstance(x, np.ndarray):
-            arrays.append(x)
-        elif isinstance(x, dict):
-            stack.extend(x.values())
-        elif isinstance(x, (tuple, list)):
-            stack.extend(x)
+    arrays = [x for x in optree.tree_leaves(args) if isinstance(x, np.ndarray)]
     if not arrays:
         return out
-
-    def walk(x):
-        if isinstance(x, np.ndarray):
-            return x.copy() if any(np.may_share_memory(x, a) for a in arrays) else x
-        if isinstance(x, dict):
-            return {k: walk(v) for k, v in x.items()}
-        if isinstance(x, (tuple, list)):
-            return type(x)(walk(v) for v in x)
-        return x
-    return walk(out)
+    return optree.tree_map(lambda x: x.copy() if isinstance(x, np.ndarray) and any(
+        np.may_share_memory(x, a) for a in arrays) else x, out)
 
 
 def _stack(outputs):

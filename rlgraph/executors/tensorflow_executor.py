@@ -259,16 +259,18 @@ def _tensor_maker(dtype):
     so the graph never shares memory with a caller's array (``tf.constant`` always copies). ``tf.constant``
     where this TensorFlow lacks that constructor, and for strings.
     """
+    def public(value):
+        return tf.constant(value, dtype)
+    if dtype == tf.string or not tf.executing_eagerly():
+        return public
     try:
         from tensorflow.python.eager import context
         from tensorflow.python.framework.ops import EagerTensor
-        if dtype == tf.string or not context.executing_eagerly():
-            raise TypeError(dtype)
-        enum, np_dtype = dtype.as_datatype_enum, dtype.as_numpy_dtype
+        enum = dtype.as_datatype_enum
         context.context().ensure_initialized()
-        EagerTensor(np.zeros(1, np_dtype), None, enum)  # This TensorFlow's constructor takes these arguments.
+        EagerTensor(np.zeros(1, dtype.as_numpy_dtype), None, enum)  # This TensorFlow's constructor takes these.
     except Exception:  # noqa: BLE001 - any failure: the public constructor.
-        return lambda value: tf.constant(value, dtype)
+        return public
     ndarray, alignment = np.ndarray, _TF_ALIGNMENT
 
     def make(value):
