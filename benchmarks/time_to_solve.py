@@ -9,10 +9,15 @@ as ratios. With several ``--seeds``, one row per seed and then, per agent and ba
 450 within the aim, the median and the worst time (runs of one seed differ too: TF's inter-op threads order
 float sums differently from run to run).
 
+``--jobs N`` runs N seeds at once: the runs then share the cores, so their seconds are not the aim's figure
+and the summary gives env steps to 450 instead (the median and the worst), which the machine's speed does not
+change: a check of a config's sample efficiency on a slow or busy machine.
+
 Run: .venv/bin/python benchmarks/time_to_solve.py [--agents dqn apex impala appo r2d2] [--backends tf pytorch]
-     [--seeds 0 1 2 3 4]
+     [--seeds 0 1 2 3 4] [--jobs 2]
 """
 import argparse
+import concurrent.futures
 import json
 import math
 import os
@@ -60,13 +65,25 @@ def summarize(seconds, aim):
                 worst=max(times))
 
 
+def summarize_steps(steps):
+    """Runs that reached 450, the median and the worst of ``steps`` (None: never reached, counted as inf)."""
+    counts = [math.inf if n is None else n for n in steps]
+    return dict(reached=sum(n < math.inf for n in counts), runs=len(counts), median=statistics.median(counts),
+                worst=max(counts))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", nargs="+", default=["dqn", "apex", "impala", "appo", "r2d2"])
     parser.add_argument("--backends", nargs="+", default=["pytorch", "tf"])
     parser.add_argument("--max-seconds", type=float, default=300)
     parser.add_argument("--seeds", "--seed", nargs="+", type=int, default=[0])
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="seeds run at once (>1: seconds not comparable; the summary counts env steps)")
     args = parser.parse_args()
+    if args.jobs < 1:
+        parser.error(f"--jobs must be >= 1, got {args.jobs}")
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs)
     print(f"{'agent':8} {'backend':8} {'seed':>4} {'s to 450':>9} {'aim':>5} {'steps to 450':>13} {'steps/s':>9} "
           f"{'final eval':>10}  reference (s)      ref/ours")
     for agent in args.agents:
@@ -74,20 +91,26 @@ def main():
             print(f"{agent:8} (no config)")
             continue
         for backend in args.backends:
-            aim, times = AIM[agent].get(backend, math.inf), []
-            for seed in args.seeds:
-                r = run(agent, backend, args.max_seconds, seed)
+            aim, times, steps = AIM[agent].get(backend, math.inf), [], []
+            runs = pool.map(lambda seed: run(agent, backend, args.max_seconds, seed), args.seeds)
+            for seed, r in zip(args.seeds, runs):
                 if "error" in r:
                     print(f"{agent:8} {backend:8} {seed:>4} error: {r['error']}")
                     continue
                 times.append(r["seconds"])
+                steps.append(r["steps"])
                 ref_name, ref_s = REFERENCE[agent]
                 secs = "-" if r["seconds"] is None else f"{r['seconds']:.1f}"
                 ratio = "-" if r["seconds"] is None else f"{ref_s / r['seconds']:.1f}x"
                 print(f"{agent:8} {backend:8} {seed:>4} {secs:>9} {aim:>5} {str(r['steps'] or '-'):>13} "
                       f"{r['rate'] or 0:>9,.0f} {r['final'] if r['final'] is not None else '-':>10}  "
                       f"{ref_name} {ref_s:.0f}  {ratio}", flush=True)
-            if len(args.seeds) > 1 and times:
+            if len(args.seeds) > 1 and steps and args.jobs > 1:
+                summary = summarize_steps(steps)
+                print(f"{agent:8} {backend:8} {summary['reached']}/{summary['runs']} runs reached 450 within "
+                      f"{args.max_seconds:.0f} s ({args.jobs} at once); env steps to 450: median "
+                      f"{summary['median']:,.0f}, worst {summary['worst']:,.0f} (inf: not reached)", flush=True)
+            elif len(args.seeds) > 1 and times:
                 summary = summarize(times, aim)
                 print(f"{agent:8} {backend:8} {summary['within']}/{summary['runs']} runs within {aim} s; "
                       f"median {summary['median']:.1f} s, worst {summary['worst']:.1f} s (inf: not within "
