@@ -57,19 +57,12 @@ def run(agent, backend, max_seconds, seed):
                 rate=summary.get("env_steps_per_second"), final=summary.get("eval_mean_return"))
 
 
-def summarize(seconds, aim):
-    """Runs within ``aim`` seconds, the median and the worst of ``seconds`` (None: never reached 450, counted
-    as infinitely slow)."""
-    times = [math.inf if t is None else t for t in seconds]
-    return dict(within=sum(t <= aim for t in times), runs=len(times), median=statistics.median(times),
-                worst=max(times))
-
-
-def summarize_steps(steps):
-    """Runs that reached 450, the median and the worst of ``steps`` (None: never reached, counted as inf)."""
-    counts = [math.inf if n is None else n for n in steps]
-    return dict(reached=sum(n < math.inf for n in counts), runs=len(counts), median=statistics.median(counts),
-                worst=max(counts))
+def summarize(values, aim=math.inf):
+    """Runs that reached 450 within ``aim``, the median and the worst of ``values`` (seconds or env steps; None:
+    never reached 450, counted as infinite)."""
+    values = [math.inf if v is None else v for v in values]
+    return dict(within=sum(v < math.inf and v <= aim for v in values), runs=len(values),
+                median=statistics.median(values), worst=max(values))
 
 
 def main():
@@ -106,8 +99,8 @@ def main():
                       f"{r['rate'] or 0:>9,.0f} {r['final'] if r['final'] is not None else '-':>10}  "
                       f"{ref_name} {ref_s:.0f}  {ratio}", flush=True)
             if len(args.seeds) > 1 and steps and args.jobs > 1:
-                summary = summarize_steps(steps)
-                print(f"{agent:8} {backend:8} {summary['reached']}/{summary['runs']} runs reached 450 within "
+                summary = summarize(steps)
+                print(f"{agent:8} {backend:8} {summary['within']}/{summary['runs']} runs reached 450 within "
                       f"{args.max_seconds:.0f} s ({args.jobs} at once); env steps to 450: median "
                       f"{summary['median']:,.0f}, worst {summary['worst']:,.0f} (inf: not reached)", flush=True)
             elif len(args.seeds) > 1 and times:
