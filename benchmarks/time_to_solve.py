@@ -98,7 +98,7 @@ def main():
                 print(f"{agent:8} {backend:8} {seed:>4} {secs:>9} {aim:>5} {str(r['steps'] or '-'):>13} "
                       f"{r['rate'] or 0:>9,.0f} {r['final'] if r['final'] is not None else '-':>10}  "
                       f"{ref_name} {ref_s:.0f}  {ratio}", flush=True)
-            if len(args.seeds) > 1 and steps and args.jobs > 1:
+            if len(args.seeds) > 1 and times and args.jobs > 1:  # times and steps: one entry per finished run
                 summary = summarize(steps)
                 print(f"{agent:8} {backend:8} {summary['within']}/{summary['runs']} runs reached 450 within "
                       f"{args.max_seconds:.0f} s ({args.jobs} at once); env steps to 450: median "
