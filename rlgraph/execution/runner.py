@@ -176,6 +176,8 @@ def train(config, executor="local", env_id=None, backend=None, steps=None, secon
     if resume and not logdir:
         raise RLGraphSpecError("resume needs a logdir (--logdir).")
     check_args(None, RUN_ARG_RULES, dict(steps=steps, seconds=seconds, seed=seed))
+    # Before anything runs on TensorFlow (it reads the allocator once); every engine's learner process takes it.
+    ExecutionSpec.from_config(config).apply_tf_cpu_allocator()
     if executor == "distributed" and (learner_rank or ExecutionSpec.from_config(config).learner_rank):
         return _follow(config, env_id, backend, seed, num_learners, learner_rank)
     if logdir:
