@@ -91,6 +91,7 @@ def test_bad_values_are_refused(value):
     assert str(e.value).startswith("execution_spec.tf_cpu_allocator: expected one of")
 
 
-def test_r2d2_cartpole_config_takes_the_bfc_allocator():
-    spec = ExecutionSpec.from_config(json.load(open(os.path.join(ROOT, "configs", "r2d2_cartpole.json"))))
+@pytest.mark.parametrize("name", ["r2d2_cartpole", "appo_pong", "impala_pong"])
+def test_configs_measured_faster_with_bfc_take_it(name):
+    spec = ExecutionSpec.from_config(json.load(open(os.path.join(ROOT, "configs", f"{name}.json"))))
     assert spec.tf_cpu_allocator == "bfc"
