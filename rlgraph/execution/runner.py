@@ -177,13 +177,14 @@ def train(config, executor="local", env_id=None, backend=None, steps=None, secon
         raise RLGraphSpecError("resume needs a logdir (--logdir).")
     check_args(None, RUN_ARG_RULES, dict(steps=steps, seconds=seconds, seed=seed))
     # Before anything runs on TensorFlow (it reads the allocator once); every engine's learner process takes it.
-    ExecutionSpec.from_config(config).apply_tf_cpu_allocator()
-    if executor == "distributed" and (learner_rank or ExecutionSpec.from_config(config).learner_rank):
+    execution = ExecutionSpec.from_config(config)
+    execution.apply_tf_cpu_allocator()
+    if executor == "distributed" and (learner_rank or execution.learner_rank):
         return _follow(config, env_id, backend, seed, num_learners, learner_rank)
     if logdir:
         _check_logdir(logdir, resume, overwrite)
     # A local run takes the config's math threads (the other engines share the cores with other processes).
-    restore_threads = ExecutionSpec.from_config(config).apply_math_threads(resolve_backend(config, backend)) \
+    restore_threads = execution.apply_math_threads(resolve_backend(config, backend)) \
         if executor == "local" else (lambda: None)
     worker = None
     try:
