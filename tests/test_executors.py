@@ -87,6 +87,35 @@ def test_set_weights_checks_names_and_shapes(backend):
         test.executor.set_weights({"dense/kernel": np.zeros((2, 4))})
 
 
+def test_weights_are_copies_cast_and_settable_in_part(backend):
+    """``get_weights``/``set_weights`` (one graph call for all variables on TensorFlow): values are copies that
+    later changes leave alone, a subset of the variables can be set, other dtypes are cast to the variable's,
+    and the network computes with exactly what was set (numpy reference)."""
+    test = ComponentTest(NeuralNetwork(layers=LAYERS), dict(inputs=STATES), backend=backend)
+    x = np.random.default_rng(4).normal(size=(5, 4)).astype(np.float32)
+    first = test.executor.get_weights()
+    kept = {k: v.copy() for k, v in first.items()}
+    first["neural-network/dense/bias"][:] = 7.0  # Changing a returned array changes no variable.
+    np.testing.assert_array_equal(test.executor.get_weights()["neural-network/dense/bias"],
+                                  kept["neural-network/dense/bias"])
+    before_set = test.executor.get_weights()
+    rng = np.random.default_rng(5)
+    new = {"neural-network/dense/kernel": rng.normal(size=(4, 8)),  # float64: cast to float32
+           "neural-network/dense-1/bias": [0.5, -1.0, 2.0]}  # a list
+    test.executor.set_weights(new)
+    after = test.executor.get_weights()
+    assert all(v.dtype == np.float32 for v in after.values())
+    np.testing.assert_array_equal(after["neural-network/dense/kernel"], new["neural-network/dense/kernel"].astype(
+        np.float32))
+    np.testing.assert_array_equal(after["neural-network/dense-1/bias"], np.float32([0.5, -1.0, 2.0]))
+    for k in ("neural-network/dense/bias", "neural-network/dense-1/kernel"):  # Not set: unchanged.
+        np.testing.assert_array_equal(after[k], kept[k])
+    test.test(("call", [x]), expected_outputs=numpy_mlp(after, x), decimals=5)
+    # Arrays got before a change keep the old values.
+    np.testing.assert_array_equal(before_set["neural-network/dense-1/bias"], kept["neural-network/dense-1/bias"])
+    np.testing.assert_array_equal(before_set["neural-network/dense/kernel"], kept["neural-network/dense/kernel"])
+
+
 @pytest.mark.parametrize("value, words", [
     (np.zeros((2, 5), np.float32), "expected shape"),
     (np.zeros((4,), np.float32), "rank"),

@@ -271,7 +271,8 @@ class GraphExecutor(Specifiable):
 
     def get_weights(self, trainable_only=True):
         """Ordered dict full name -> numpy value of the (trainable) variables."""
-        return OrderedDict((k, self.backend.read_variable(v)) for k, v in self.variables(trainable_only).items())
+        variables = self.variables(trainable_only)
+        return OrderedDict(zip(variables, self._read_variables(variables)))
 
     def set_weights(self, weights):
         """Sets variables from a ``{full name: array}`` dict (as ``get_weights`` returns); all checked first."""
@@ -283,8 +284,16 @@ class GraphExecutor(Specifiable):
             shape = tuple(self.backend.shape_and_dtype(all_vars[k])[0])
             if tuple(np.shape(value)) != shape:
                 raise RLGraphError(f"set_weights: '{k}' has shape {shape}, got {np.shape(value)}.")
-        for k, value in weights.items():
-            self.backend.assign_variable(all_vars[k], value)
+        self._assign_variables(OrderedDict((k, all_vars[k]) for k in weights), list(weights.values()))
+
+    def _read_variables(self, variables):
+        """Numpy copies of the values of ``variables`` (an ordered dict full name -> variable), in its order."""
+        return [self.backend.read_variable(v) for v in variables.values()]
+
+    def _assign_variables(self, variables, values):
+        """Sets ``variables`` (an ordered dict full name -> variable, checked) to ``values`` (arrays, in order)."""
+        for var, value in zip(variables.values(), values):
+            self.backend.assign_variable(var, value)
 
     # --- models ------------------------------------------------------------------------------------------
     def _model_meta(self):

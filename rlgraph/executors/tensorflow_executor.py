@@ -48,6 +48,7 @@ class TensorFlowExecutor(GraphExecutor):
         self.op_generator = tf.random.Generator.from_seed(int(kwargs.get("seed") or 0) * 1_000_003 + 1)
         self._trace_lock = threading.RLock()
         self._tracers = {}  # API method -> traces it (with its default static arguments) unless traced already
+        self._weight_functions = {}  # ("read"/"assign", variable names) -> a tf.function over those variables
         super().__init__(root_component, **kwargs)
 
     def build(self):
@@ -179,6 +180,40 @@ class TensorFlowExecutor(GraphExecutor):
                 raise RLGraphRuntimeError(f"API method '{name}' of '{component}': {_op_error_text(e)}") from None
             return to_numpy(out)
         return call
+
+    def _weight_function(self, kind, variables):
+        """One graph call reading or assigning all of ``variables`` at once, called on its flat signature
+        (``_flat_call``): one eager op per variable cost ~0.15 ms (read) and ~0.25 ms (assign) each, and weight
+        hand-overs to actors are frequent."""
+        key = (kind, tuple(variables))
+        fn = self._weight_functions.get(key)
+        if fn is None:
+            var_list = list(variables.values())
+            if kind == "read":
+                fn = tf.function(lambda: [tf.identity(v) for v in var_list], autograph=False)
+                signature = []
+            else:
+                def assign(values):
+                    for v, x in zip(var_list, values):
+                        v.assign(x)
+                    return tf.constant(True)
+                signature = [tf.TensorSpec(v.shape, v.dtype) for v in var_list]
+                fn = tf.function(assign, autograph=False, input_signature=[signature])
+            with tf.init_scope():
+                concrete = fn.get_concrete_function()
+            fn = _flat_call(concrete, signature)
+            with self._trace_lock:
+                fn = self._weight_functions.setdefault(key, fn)
+        return fn
+
+    def _read_variables(self, variables):
+        with tf.init_scope():
+            return [np.array(t) for t in self._weight_function("read", variables)()]
+
+    def _assign_variables(self, variables, values):
+        values = [np.asarray(x, dtype=v.dtype.as_numpy_dtype) for x, v in zip(values, variables.values())]
+        with tf.init_scope():
+            self._weight_function("assign", variables)(*values)
 
     def _checkpoint(self):
         return tf.train.Checkpoint(variables={k.replace("/", "."): v for k, v in self.variables().items()})
