@@ -16,7 +16,7 @@ IMPALA >= 150k, DQN and Ape-X >= 20k env steps/s on both backends).
 
 Run: .venv/bin/python benchmarks/throughput.py [--agents appo impala dqn apex] [--backends pytorch tf]
 [--seconds 20] [--ppo-threads N] [--compare DIR] [--learner-thread] (DIR: another checkout, e.g. the last
-commit, whose runs interleave with this one's; ``--learner-thread``: IMPALA and APPO also with
+commit, whose runs interleave with this one's; ``--learner-thread``: each agent also with
 ``execution_spec.learner_thread`` toggled from their configs' setting)
 """
 import argparse
@@ -90,7 +90,7 @@ def main():
                         help="another checkout of rlgraph (e.g. `git archive HEAD` unpacked), each of its runs right "
                              "after this checkout's")
     parser.add_argument("--learner-thread", action="store_true",
-                        help="also run IMPALA and APPO with the learner thread toggled from their configs' setting "
+                        help="also run each agent with the learner thread toggled from its config's setting "
                              "(execution_spec.learner_thread)")
     parser.add_argument("--one", nargs="+", help=argparse.SUPPRESS)
     parser.add_argument("--root", default=ROOT, help=argparse.SUPPRESS)
@@ -121,7 +121,7 @@ def main():
         run_ppo()
         for agent in args.agents:
             threads = ["config"]
-            if args.learner_thread and agent in ("appo", "impala"):
+            if args.learner_thread:
                 with open(os.path.join(ROOT, "configs", f"{agent}_cartpole.json")) as f:
                     on = json.load(f).get("execution_spec", {}).get("learner_thread", False)
                 threads.append("off" if on else "on")

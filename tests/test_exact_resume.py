@@ -243,8 +243,9 @@ def test_an_env_without_a_state_says_so():
 # ------------------------------------------------------------------------------------- agents and workers
 
 
-def _small_config(kind, path, execution_spec=None):
-    """A small config of ``configs/<kind>_cartpole.json``: chunks of 2000 steps (4000 is a chunk boundary)."""
+def _small_config(kind, path, execution_spec=None, update_changes=None):
+    """A small config of ``configs/<kind>_cartpole.json``: chunks of 2000 steps (4000 is a chunk boundary);
+    ``update_changes`` go into its ``update_spec``."""
     with open(os.path.join(CONFIGS, f"{kind}_cartpole.json")) as f:
         config = json.load(f)
     if execution_spec is not None:
@@ -261,6 +262,8 @@ def _small_config(kind, path, execution_spec=None):
                                   {"type": "lstm", "units": 16}]
         config["memory_spec"]["capacity"] = 500
         config["update_spec"] = dict(batch_size=16, update_interval=64, steps_before_update=1000, sync_interval=500)
+    if update_changes:
+        config["update_spec"] = dict(config["update_spec"], **update_changes)
     with open(path, "w") as f:
         json.dump(config, f)
     return str(path)
@@ -297,10 +300,11 @@ def _train_in_process(args):
     assert cli.main(["train", *args]) in (0, None)
 
 
-def _check_straight_equals_resumed(kind, backend, tmp_path, extra=(), train=_train_in_process, execution_spec=None):
+def _check_straight_equals_resumed(kind, backend, tmp_path, extra=(), train=_train_in_process, execution_spec=None,
+                                   update_changes=None):
     """Runs 8000 steps straight and 4000 + resumed 4000 (``train(args)`` runs ``rlgraph train ARGS``); checks
     that both make the same updates and end with the same weights; returns both summaries."""
-    config = _small_config(kind, tmp_path / "config.json", execution_spec)
+    config = _small_config(kind, tmp_path / "config.json", execution_spec, update_changes)
     common = ["--backend", backend, "--seed", "0", *extra]
     straight, resumed = str(tmp_path / "straight"), str(tmp_path / "resumed")
     train([config, *common, "--steps", "8000", "--logdir", straight])

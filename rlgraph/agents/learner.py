@@ -50,6 +50,13 @@ class Learner:
         """Whether ``update()`` should be called now."""
         return False
 
+    def steps_to_next_update(self):
+        """Once the updates the schedule asks for now are made: the env steps until it asks for the next one,
+        or None where new items, not env steps, call for updates (learners of unrolls). A learner thread
+        (``rlgraph.workers.PipelinedWorker``) asks before it starts those updates, and hands over its next data
+        after that many steps."""
+        return None
+
     def update(self, batch=None):
         """One learning step on the learner's own data or ``batch``; returns a dict of named results."""
         raise NotImplementedError

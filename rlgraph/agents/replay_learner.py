@@ -53,6 +53,14 @@ class ReplayLearner(Learner):
         """Whether ``update_interval`` env steps have passed since the last update."""
         return self.timesteps - self.last_update_timestep >= self.spec["update_interval"]
 
+    def steps_to_next_update(self):
+        """See ``Learner``: the first update anchors the schedule at now, later ones follow it every
+        ``update_interval`` env steps (``advance_update_schedule``)."""
+        interval = self.spec["update_interval"]
+        if self.updates == 0 or self._reanchor:
+            return interval
+        return interval - (self.timesteps - self.last_update_timestep) % interval
+
     def advance_update_schedule(self):
         """Moves the update schedule on by one ``update_interval`` (the first update anchors it at now).
 

@@ -100,10 +100,11 @@ class ExecutionSpec:
         all_reduce: How learners average gradients: "native" (``torch.distributed`` gloo/nccl, TensorFlow's
             ``MultiWorkerMirroredStrategy``) or "horovod" (the optional adapter, ``pip install
             rlgraph[horovod]``; learners launched by ``horovodrun``).
-        learner_thread: Local runs of IMPALA/APPO: learn in a thread beside the sampling loop, the actor
-            acting with its own copy of the weights, handed over at each unroll (``rlgraph.workers.
-            PipelinedWorker``): sampling and learning overlap on two cores, every sample is one update older
-            when learned from, and runs stay repeatable and resume exactly.
+        learner_thread: Local runs: learn in a thread beside the sampling loop, the actor acting with its own
+            copy of the weights, handed over at fixed points (IMPALA/APPO: each unroll; DQN, Ape-X, R2D2: each
+            scheduled update; ``rlgraph.workers.PipelinedWorker``): sampling and learning overlap on two cores,
+            every sample is one hand-over's updates older when learned from, and runs stay repeatable and
+            resume exactly.
         math_threads: Local runs: threads the backend uses inside one op (PyTorch's ``torch.set_num_threads``,
             TensorFlow's intra-op pool) for the run (PyTorch's count is restored after it): one count, or one
             per backend (``{"pytorch": 2, "tf": 1}``; a backend left out keeps its default). None: the
