@@ -28,7 +28,9 @@ class PipelinedWorker(VectorWorker):
     of one hand-over earlier: one update (or one interval's updates) more policy lag, which the learner
     reports (APPO's ``max_policy_lag`` applies as always). Runs are repeatable and resume exactly (on
     TensorFlow with one math thread: with more, its oneDNN kernels can split a sum differently while both
-    threads compute, a last-bit difference): ``store``
+    threads compute, a last-bit difference; on PyTorch where only one thread draws from torch's global
+    generator: the actors do, the prioritized and sequence replays sample with their own generators, the
+    uniform ``ReplayMemory`` draws from it in the learner thread): ``store``
     waits for the updates in flight and stores the actor's weights, counters, builder and the waiting items
     beside the agent's run state. Backend math in the two threads runs in parallel (both backends release the
     GIL).
