@@ -186,29 +186,26 @@ def test_replay_resume_is_exact(kind, backend_name, tmp_path):
     assert summaries[0]["learner_thread"] is True
 
 
-@pytest.mark.slow
-def test_appo_with_the_learner_thread_learns_cartpole(backend, tmp_path):
-    config, _ = load_config(os.path.join(CONFIGS, "appo_cartpole.json"))
-    config["execution_spec"] = {"learner_thread": True}
-    path = tmp_path / "appo.json"
+def _learn_with_the_thread(kind, backend, tmp_path, steps):
+    """The summary of ``rlgraph train`` on ``configs/<kind>_cartpole.json`` with the learner thread, seed 1."""
+    config, _ = load_config(os.path.join(CONFIGS, f"{kind}_cartpole.json"))
+    config["execution_spec"] = dict(config.get("execution_spec", {}), learner_thread=True)
+    path = tmp_path / f"{kind}.json"
     path.write_text(json.dumps(config))
     logdir = tmp_path / "run"
-    proc = run_cli([str(path), "--backend", backend, "--steps", "1500000", "--seed", "1", "--logdir",
+    proc = run_cli([str(path), "--backend", backend, "--steps", str(steps), "--seed", "1", "--logdir",
                     str(logdir)], timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    summary = json.loads((logdir / "summary.json").read_text())
+    return json.loads((logdir / "summary.json").read_text())
+
+
+@pytest.mark.slow
+def test_appo_with_the_learner_thread_learns_cartpole(backend, tmp_path):
+    summary = _learn_with_the_thread("appo", backend, tmp_path, 1500000)
     assert summary["eval_mean_return"] >= FINAL_EVAL_FLOOR, summary
 
 
 @pytest.mark.slow
 def test_r2d2_with_the_learner_thread_learns_cartpole(backend, tmp_path):
-    config, _ = load_config(os.path.join(CONFIGS, "r2d2_cartpole.json"))
-    config["execution_spec"] = dict(config.get("execution_spec", {}), learner_thread=True)
-    path = tmp_path / "r2d2.json"
-    path.write_text(json.dumps(config))
-    logdir = tmp_path / "run"
-    proc = run_cli([str(path), "--backend", backend, "--steps", "300000", "--seed", "1", "--logdir",
-                    str(logdir)], timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    summary = json.loads((logdir / "summary.json").read_text())
+    summary = _learn_with_the_thread("r2d2", backend, tmp_path, 300000)
     assert summary["steps_to_target"] is not None, summary

@@ -193,12 +193,12 @@ class TensorFlowExecutor(GraphExecutor):
                 fn = tf.function(lambda: [tf.identity(v) for v in var_list], autograph=False)
                 signature = []
             else:
-                def assign(values):
+                def assign(*values):
                     for v, x in zip(var_list, values):
                         v.assign(x)
                     return tf.constant(True)
                 signature = [tf.TensorSpec(v.shape, v.dtype) for v in var_list]
-                fn = tf.function(assign, autograph=False, input_signature=[signature])
+                fn = tf.function(assign, autograph=False, input_signature=signature)
             with tf.init_scope():
                 concrete = fn.get_concrete_function()
             fn = _flat_call(concrete, signature)
