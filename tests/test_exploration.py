@@ -133,14 +133,13 @@ def test_exploration_backends_agree():
 def test_scheduled_epsilon_draws_the_same_mask_as_a_given_one():
     # A schedule's epsilon (a scalar float32 tensor on PyTorch) is compared as is; a given per-item epsilon is
     # converted first: the same uniform draws and the same compare, so the same mask.
-    import torch
     sample = FloatBox(shape=(3,), add_batch_rank=True)
     spaces = dict(sample=sample, time_percentage=float, epsilon=FloatBox(add_batch_rank=True))
     test = ComponentTest(EpsilonExploration(["linear", 0.0, 1.0]), spaces, backend="pytorch", seed=9)
     x = np.zeros((4000, 3), np.float32)
     for t in (0.25, 0.7):
-        torch.manual_seed(11)
+        state = test.executor.get_rng_state()
         mask = test.test(("do_explore", [x, t]))
-        torch.manual_seed(11)
+        test.executor.set_rng_state(state)
         np.testing.assert_array_equal(mask, test.test(("explore_mask", [x, np.full(4000, t, np.float32)])))
         np.testing.assert_allclose(mask.mean(), t, atol=0.03)

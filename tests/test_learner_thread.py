@@ -87,9 +87,12 @@ R2D2_UPDATES = dict(batch_size=16, update_interval=64, steps_before_update=400, 
 
 
 def replay_engine(kind, backend, learner_thread=True):
-    if kind == "dqn":
+    if kind in ("dqn", "dqn-uniform"):
+        # The uniform replay draws its sample indices in the learner thread while the actor draws its exploration
+        # in the sampling loop: each from its own executor's generator, so the order of the threads' draws is moot.
+        memory = dict(memory_spec={"type": "replay-memory", "capacity": 5000}) if kind == "dqn-uniform" else {}
         return engine("dqn", backend, learner_thread, update_spec=DQN_UPDATES,
-                      network_spec=[{"type": "dense", "units": 16, "activation": "relu"}])
+                      network_spec=[{"type": "dense", "units": 16, "activation": "relu"}], **memory)
     return engine("r2d2", backend, learner_thread, update_spec=R2D2_UPDATES,
                   network_spec=[{"type": "dense", "units": 16, "activation": "relu"}, {"type": "lstm", "units": 16}])
 
@@ -105,7 +108,7 @@ def _run_closed(worker, steps):
     return results
 
 
-@pytest.mark.parametrize("kind", ["dqn", "r2d2"])
+@pytest.mark.parametrize("kind", ["dqn", "dqn-uniform", "r2d2"])
 def test_replay_runs_repeat_exactly_with_the_updates_of_a_run_without_the_thread(kind, backend):
     weights, updates = [], []
     for thread in (True, True, False):

@@ -2,6 +2,7 @@
 import numpy as np
 
 from rlgraph.backends.backend import Backend
+from rlgraph.backends.op_generator import current_op_generator
 from rlgraph.utils.backend import torch
 
 
@@ -85,3 +86,41 @@ class PyTorchBackend(Backend):
 
 def _numpy_dtype(torch_dtype):
     return torch.empty((), dtype=torch_dtype).numpy().dtype
+
+
+# --- random ops with a saveable state -----------------------------------------------------------------------
+def _generator_on(device):
+    """The calling executor's generator (``rlgraph.backends.op_generator``) where it can draw on ``device``, else
+    None: torch's default generator of that device."""
+    generator = current_op_generator()
+    if not isinstance(generator, torch.Generator):
+        return None
+    device = torch.device("cpu" if device is None else device)
+    if generator.device.type != device.type or (device.type != "cpu" and generator.device != device):
+        return None
+    return generator
+
+
+class _TorchRandom:
+    """``torch.rand``/``randn``/``randint`` drawn from the calling executor's generator (``PyTorchExecutor.
+    op_generator``), or from torch's default generator outside an executor's calls and on another device.
+    Graph functions use ``torch_random.rand(shape, device=...)`` like ``torch.rand``: an executor's draws then
+    neither depend on nor change what other executors in the process (an actor's and a learner's in two
+    threads) and the rest of the program draw."""
+
+    @staticmethod
+    def rand(shape, dtype=None, device=None):
+        return torch.rand(tuple(shape), dtype=dtype, device=device, generator=_generator_on(device))
+
+    @staticmethod
+    def randn(shape, dtype=None, device=None):
+        return torch.randn(tuple(shape), dtype=dtype, device=device, generator=_generator_on(device))
+
+    @staticmethod
+    def randint(low, high, shape, dtype=None, device=None):
+        kwargs = {} if dtype is None else dict(dtype=dtype)
+        return torch.randint(low, high, tuple(shape), device=device, generator=_generator_on(device), **kwargs)
+
+
+#: Random ops for PyTorch graph functions whose state the executor saves (see ``_TorchRandom``).
+torch_random = _TorchRandom()

@@ -1,11 +1,10 @@
 """TensorFlow 2 backend helpers."""
-import contextlib
 import logging
-import threading
 
 import numpy as np
 
 from rlgraph.backends.backend import Backend
+from rlgraph.backends.op_generator import current_op_generator
 from rlgraph.utils.backend import tf
 
 logger = logging.getLogger(__name__)
@@ -117,37 +116,10 @@ _PY_DTYPES = {int: np.int32, float: np.float32, bool: np.bool_}
 
 
 # --- random ops with a saveable state -----------------------------------------------------------------------
-_generators = threading.local()
-
-
-@contextlib.contextmanager
-def op_generator(generator):
-    """Within the block, ``tf_random`` ops traced into graphs draw from ``generator`` (a ``tf.random.Generator``).
-
-    The TF executor holds one generator and traces its graphs in this block, so its random ops (exploration,
-    sampling) draw from a state that ``TensorFlowExecutor.get_rng_state`` can save and restore: a resumed
-    run draws the numbers the stored run would have drawn. TF's stateful ops (``tf.random.uniform``) keep
-    their state inside the kernels, where nothing can read or set it.
-    """
-    stack = getattr(_generators, "stack", None)
-    if stack is None:
-        stack = _generators.stack = []
-    stack.append(generator)
-    try:
-        yield generator
-    finally:
-        stack.pop()
-
-
-def current_op_generator():
-    """The generator of the enclosing ``op_generator`` block, or None."""
-    stack = getattr(_generators, "stack", None)
-    return stack[-1] if stack else None
-
-
 class _TFRandom:
-    """``tf.random.uniform``/``normal`` drawn from the tracing executor's generator (``op_generator``), or TF's
-    stateful ops outside an executor's traces. Graph functions use ``tf_random.uniform(...)`` like
+    """``tf.random.uniform``/``normal`` drawn from the tracing executor's generator (a ``tf.random.Generator``,
+    ``rlgraph.backends.op_generator``), or TF's stateful ops outside an executor's traces (their state stays
+    inside the kernels, where nothing can read or set it). Graph functions use ``tf_random.uniform(...)`` like
     ``tf.random.uniform(...)``."""
 
     @staticmethod

@@ -3,6 +3,7 @@ import os
 
 import numpy as np
 
+from rlgraph.backends.op_generator import drawing_from
 from rlgraph.executors.graph_executor import GraphExecutor, _stack, map_batched_leaves
 from rlgraph.executors.input_checker import PYTHON_TYPES
 from rlgraph.spaces import Space, TextBox
@@ -16,12 +17,32 @@ class PyTorchExecutor(GraphExecutor):
     contracted away), so a call costs the argument checks, ``torch.from_numpy`` and the numerics. API methods
     that reach no component with ``differentiates = True`` (an ``Optimizer``) run with autograd off: acting
     and evaluation record no graph for a backward pass.
+
+    Random ops of the graph functions (``torch_random``) draw from the executor's own ``torch.Generator``
+    (``op_generator``), made current at each call: what an executor draws neither depends on nor changes what
+    other executors in the process (an actor's and a learner's in two threads) or the rest of the program draw,
+    and ``get_rng_state`` saves it. It starts where torch's default generator stands after the build (seeded
+    by it), so a single executor draws the numbers it would draw from the default generator.
     """
 
     backend_name = "pytorch"
+    op_generator = None
+
+    def build(self):
+        super().build()
+        device = torch.device(self.backend.normalize_device(self.root.device)) if self.root.device else None
+        if device is None or device.type == "cpu":
+            self.op_generator = torch.Generator()
+            self.op_generator.set_state(torch.get_rng_state())
+        else:
+            self.op_generator = torch.Generator(device=device)
+            if device.type == "cuda":
+                self.op_generator.set_state(torch.cuda.get_rng_state(device))
+            else:
+                self.op_generator.manual_seed(self.seed)
 
     def _make_call(self, name, params, dynamic, checkers, defaults):
-        fn = self._api_callable(name)
+        fn = drawing_from(self, self._api_callable(name))
         if not _differentiates(self.meta_graph.api[name]):
             fn = _without_autograd(fn)
         to_numpy = self.backend.to_numpy
@@ -63,7 +84,7 @@ class PyTorchExecutor(GraphExecutor):
 
     def _make_steps_call(self, name, dynamic, axes, static):
         """``execute_steps``: the arguments converted once, each step's rows taken from the tensors."""
-        fn = self._api_callable(name)
+        fn = drawing_from(self, self._api_callable(name))
         if not _differentiates(self.meta_graph.api[name]):
             fn = _without_autograd(fn)
         device = torch.device(self.backend.normalize_device(self.root.device)) if self.root.device else None
@@ -95,18 +116,37 @@ class PyTorchExecutor(GraphExecutor):
                 v.copy_(state[k])
 
     def get_rng_state(self):
-        """torch's default generators (graph functions draw from them): the CPU one, and CUDA's where used."""
+        """The executor's generator (``generator``; graph functions draw from it) and torch's default
+        generators (``cpu``, and CUDA's where used), which code outside the executor's calls draws from."""
         state = dict(cpu=torch.get_rng_state().numpy().copy())
+        if self.op_generator is not None:
+            state["generator"] = self.op_generator.get_state().numpy().copy()
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             state["cuda"] = [s.numpy().copy() for s in torch.cuda.get_rng_state_all()]
         return state
 
     def set_rng_state(self, state):
+        """Restores what ``get_rng_state`` returned. A state stored before executors had their own generator
+        (graph functions drew from the default generators then) sets the executor's generator from the default
+        generator's state of its device, so that its draws go on as they would have."""
         if state is None:
             return
-        torch.set_rng_state(torch.from_numpy(np.array(state["cpu"], np.uint8)))
+        torch.set_rng_state(_byte_tensor(state["cpu"]))
         if state.get("cuda") is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all([torch.from_numpy(np.array(s, np.uint8)) for s in state["cuda"]])
+            torch.cuda.set_rng_state_all([_byte_tensor(s) for s in state["cuda"]])
+        generator = self.op_generator
+        if generator is None:
+            return
+        if state.get("generator") is not None:
+            generator.set_state(_byte_tensor(state["generator"]))
+        elif generator.device.type == "cpu":
+            generator.set_state(_byte_tensor(state["cpu"]))
+        elif generator.device.type == "cuda" and state.get("cuda") is not None:
+            generator.set_state(_byte_tensor(state["cuda"][generator.device.index or 0]))
+
+
+def _byte_tensor(values):
+    return torch.from_numpy(np.array(values, np.uint8))
 
 
 def _differentiates(call):

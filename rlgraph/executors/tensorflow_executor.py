@@ -6,7 +6,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from rlgraph.backends.tf_backend import op_generator
+from rlgraph.backends.op_generator import op_generator
 from rlgraph.executors.graph_executor import GraphExecutor, map_batched_leaves
 from rlgraph.executors.input_checker import PYTHON_TYPES
 from rlgraph.utils.backend import tf

@@ -26,11 +26,9 @@ class PipelinedWorker(VectorWorker):
     replay agents (DQN, Ape-X, R2D2) at the env step of the next scheduled update. So each update
     learns from exactly the data it would learn from without the thread, and the actor acts with the weights
     of one hand-over earlier: one update (or one interval's updates) more policy lag, which the learner
-    reports (APPO's ``max_policy_lag`` applies as always). Runs are repeatable and resume exactly (on
-    TensorFlow with one math thread: with more, its oneDNN kernels can split a sum differently while both
-    threads compute, a last-bit difference; on PyTorch where only one thread draws from torch's global
-    generator: the actors do, the prioritized and sequence replays sample with their own generators, the
-    uniform ``ReplayMemory`` draws from it in the learner thread): ``store``
+    reports (APPO's ``max_policy_lag`` applies as always). Runs are repeatable and resume exactly (the actor's
+    and the learner's executors draw from their own generators; on TensorFlow with one math thread: with more,
+    its oneDNN kernels can split a sum differently while both threads compute, a last-bit difference): ``store``
     waits for the updates in flight and stores the actor's weights, counters, builder and the waiting items
     beside the agent's run state. Backend math in the two threads runs in parallel (both backends release the
     GIL).

@@ -3,6 +3,7 @@ import numpy as np
 
 from rlgraph.components.distributions.distribution import Distribution
 from rlgraph.spaces import FloatBox, IntBox
+from rlgraph.backends.pytorch_backend import torch_random
 from rlgraph.backends.tf_backend import tf_random
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn
@@ -74,7 +75,7 @@ class Categorical(Distribution):
     # --- PyTorch ------------------------------------------------------------------------------------------
     @graph_fn(backend="pytorch")
     def _graph_fn_sample_stochastic(self, parameters):
-        u = torch.rand_like(parameters).clamp_(min=_TINY)
+        u = torch_random.rand(parameters.shape, dtype=parameters.dtype, device=parameters.device).clamp_(min=_TINY)
         return torch.argmax(parameters - torch.log(-torch.log(u)), dim=-1).to(getattr(torch, self.dtype.name))
 
     @graph_fn(backend="pytorch")

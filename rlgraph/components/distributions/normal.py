@@ -3,6 +3,7 @@ import math
 
 from rlgraph.components.distributions.distribution import Distribution
 from rlgraph.spaces import FloatBox, Tuple
+from rlgraph.backends.pytorch_backend import torch_random
 from rlgraph.backends.tf_backend import tf_random
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn
@@ -106,7 +107,7 @@ class Normal(Distribution):
     @graph_fn(backend="pytorch")
     def _graph_fn_sample_stochastic(self, parameters):
         mean, log_std = self._mean_and_log_std(parameters)
-        return mean + log_std.exp() * torch.randn_like(mean)
+        return mean + log_std.exp() * torch_random.randn(mean.shape, dtype=mean.dtype, device=mean.device)
 
     @graph_fn(backend="pytorch")
     def _graph_fn_log_prob(self, parameters, values):

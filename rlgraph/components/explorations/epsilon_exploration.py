@@ -2,6 +2,7 @@
 from rlgraph.components.common.time_dependent_parameters import TimeDependentParameter
 from rlgraph.components.component import Component
 from rlgraph.spaces import BoxSpace, FloatBox, Space
+from rlgraph.backends.pytorch_backend import torch_random
 from rlgraph.backends.tf_backend import tf_random
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
@@ -96,7 +97,7 @@ class EpsilonExploration(Component):
     def _graph_fn_explore_mask(self, sample, epsilon):
         leaf, item_rank = self._first_leaf(sample)
         lead = leaf.dim() - item_rank
-        uniform = torch.rand(leaf.shape[:lead], device=leaf.device)
+        uniform = torch_random.rand(leaf.shape[:lead], device=leaf.device)
         if type(epsilon) is torch.Tensor and epsilon.dtype is torch.float32 and epsilon.dim() == 0 \
                 and epsilon.device == leaf.device:
             return uniform < epsilon  # A schedule's epsilon (the common case): no conversion, the same compare.

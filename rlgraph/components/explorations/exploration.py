@@ -4,6 +4,7 @@ import numpy as np
 from rlgraph.components.component import Component
 from rlgraph.components.explorations.epsilon_exploration import EpsilonExploration
 from rlgraph.spaces import IntBox, Space
+from rlgraph.backends.pytorch_backend import torch_random
 from rlgraph.backends.tf_backend import tf_random
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
@@ -139,7 +140,7 @@ class Exploration(Component):
     @graph_fn(backend="pytorch", split_ops=True, add_auto_key_as_first_param=True)
     def _graph_fn_explore(self, key, actions, explore):
         low, high = self._bounds[key]
-        random_actions = torch.randint(low, high, tuple(actions.shape), device=actions.device).to(actions.dtype)
+        random_actions = torch_random.randint(low, high, actions.shape, device=actions.device).to(actions.dtype)
         extra = actions.dim() - explore.dim()
         if extra > 0:
             explore = explore.reshape(tuple(explore.shape) + (1,) * extra)

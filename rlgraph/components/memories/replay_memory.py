@@ -1,5 +1,6 @@
 """A uniform replay memory with ring-buffer semantics."""
 from rlgraph.components.memories.memory import Memory
+from rlgraph.backends.pytorch_backend import torch_random
 from rlgraph.backends.tf_backend import tf_random
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
@@ -79,7 +80,7 @@ class ReplayMemory(Memory):
     def _graph_fn_get_records(self, num_records):
         n, size = int(num_records), int(self.size)
         self.check_at_run_time(n <= size, lambda: f"ReplayMemory: asked for {n} records, but the memory holds {size}.")
-        indices = torch.randint(0, max(size, 1), (n,))
+        indices = torch_random.randint(0, max(size, 1), (n,))
         return self.record_space.unflatten({k: v[indices] for k, v in self.storage.items()})
 
     @graph_fn(backend="pytorch")
