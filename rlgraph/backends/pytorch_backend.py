@@ -95,10 +95,7 @@ def _generator_on(device):
     generator = current_op_generator()
     if not isinstance(generator, torch.Generator):
         return None
-    device = torch.device("cpu" if device is None else device)
-    if generator.device.type != device.type or (device.type != "cpu" and generator.device != device):
-        return None
-    return generator
+    return generator if generator.device == torch.device("cpu" if device is None else device) else None
 
 
 class _TorchRandom:
