@@ -21,7 +21,7 @@ run: $(STAMP)
 	$(VENV)/bin/rlgraph train configs/appo_cartpole.json
 
 test: $(STAMP)
-	$(PY) -m pytest -n 2 -q
+	$(PY) -m pytest -n 2 -q --durations=15
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -n 2 -q -m "not slow"

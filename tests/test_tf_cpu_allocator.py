@@ -1,8 +1,10 @@
 """``execution_spec.tf_cpu_allocator``: TensorFlow's allocator for CPU tensors in a training process.
 
 Each check runs in a fresh process, because TensorFlow creates its CPU allocator once, at its first op. Which
-allocator a process has is read from TensorFlow itself: only the BFC allocator keeps statistics, so
-``tf.config.experimental.get_memory_info("CPU:0")`` answers with it and raises ``ValueError`` without it.
+allocator a process has is read from TensorFlow itself: its profiler names the allocator of each pooled
+allocation, "bfc_cpu_allocator_for_gpu" for the BFC allocator. TensorFlow's default allocator is the system's
+(no such events) or, where TensorFlow turns oneDNN on by default (CPUs with AVX-512 VNNI/BF16 or AMX), oneDNN's
+pooling "mklcpu" allocator. (Its memory statistics cannot tell them apart: oneDNN's allocator keeps them too.)
 """
 import json
 import os
@@ -36,12 +38,26 @@ summary = train(config, backend=backend, seed=1, logdir=tempfile.mkdtemp(), prog
 assert summary["env_steps"] >= 64, summary
 allocator = "none"
 if "tensorflow" in sys.modules:
+    import glob
     import tensorflow as tf
-    try:
-        tf.config.experimental.get_memory_info("CPU:0")
-        allocator = "bfc"
-    except ValueError:
-        allocator = "default"
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+    trace = tempfile.mkdtemp()
+    tf.profiler.experimental.start(trace)
+    tf.ones((512, 512)) * 2.0  # 1 MB: a pooling allocator traces it with its name; the system one does not.
+    tf.profiler.experimental.stop()
+    names = set()
+    for path in glob.glob(os.path.join(trace, "**", "*.xplane.pb"), recursive=True):
+        space = xplane_pb2.XSpace()
+        with open(path, "rb") as f:
+            space.ParseFromString(f.read())
+        for plane in space.planes:
+            meta = plane.stat_metadata
+            for line in plane.lines:
+                for event in line.events:
+                    for stat in event.stats:
+                        if meta[stat.metadata_id].name == "allocator_name":
+                            names.add(meta[stat.ref_value].name if stat.ref_value else stat.str_value)
+    allocator = "bfc" if "bfc_cpu_allocator_for_gpu" in names else "default"
 print("ALLOCATOR", allocator, os.environ.get("TF_CPU_ALLOCATOR_USE_BFC", "unset"))
 """
 

@@ -114,9 +114,11 @@ class ExecutionSpec:
             more busy threads than cores stall (spinning OpenMP threads).
         tf_cpu_allocator: TensorFlow's allocator for CPU tensors in the training process, "bfc" (its pooling
             best-fit-with-coalescing allocator: freed buffers are kept for the next step's tensors) or
-            "default" (hands large freed buffers back to the system, so a learner whose update makes
-            megabyte-sized intermediates faults their pages in anew on every update: ~1000 page faults and
-            ~5 ms of system time per R2D2 update on CartPole). Set before TensorFlow's first op (it reads
+            "default" (TensorFlow's default: the system's allocator, which hands large freed buffers back, so a
+            learner whose update makes megabyte-sized intermediates faults their pages in anew on every update,
+            ~1000 page faults and ~5 ms of system time per R2D2 update on CartPole; or, where TensorFlow turns
+            oneDNN on by default, on CPUs with AVX-512 VNNI/BF16 or AMX, oneDNN's own pooling allocator, with
+            which "bfc" changes nothing measurable). Set before TensorFlow's first op (it reads
             ``TF_CPU_ALLOCATOR_USE_BFC`` once); where TensorFlow has already run, the run keeps the allocator it
             has (logged as a warning). None: the process's environment decides (TensorFlow's default allocator
             unless ``TF_CPU_ALLOCATOR_USE_BFC`` is set). PyTorch runs ignore it.
