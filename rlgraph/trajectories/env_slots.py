@@ -376,12 +376,17 @@ class EnvSlots:
 
 
 class CountedSlotsBuilder:
-    """Base of the builders whose pending steps per id are their slot field "count" (``self._slots``)."""
+    """Base of the builders that keep their pending steps per id in ``EnvSlots`` (``self._slots``) with a slot
+    field "count"; ``_pending`` says how many of a slot's steps are pending (default: all it holds)."""
 
     @property
     def num_pending_steps(self):
-        """Steps held in partial windows or unrolls (not yet emitted), over all ids."""
-        return int(self._slots.fields["count"][self._slots.live_slots].sum())
+        """Steps held that no emitted item holds yet, over all ids."""
+        return self._pending(self._slots.live_slots)
+
+    def _pending(self, slots):
+        """The pending steps of ``slots`` (int [K] of slot indices), summed."""
+        return int(self._slots.fields["count"][slots].sum())
 
     def reset(self):
         """Drops all pending steps of all ids."""
@@ -400,6 +405,6 @@ class CountedSlotsBuilder:
         ids = as_env_ids(type(self).__name__, env_ids)
         slots, known = self._slots.find(ids)
         slots = np.unique(slots[known])
-        dropped = int(self._slots.fields["count"][slots].sum())
+        dropped = self._pending(slots)
         self._slots.release(slots)
         return dropped

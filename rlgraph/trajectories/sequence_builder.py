@@ -2,12 +2,12 @@
 import numpy as np
 import optree
 
-from rlgraph.trajectories.env_slots import EnvSlots, as_env_ids, check_step
+from rlgraph.trajectories.env_slots import CountedSlotsBuilder, EnvSlots, as_env_ids, check_step
 from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
 from rlgraph.utils.validation import Int, check_args
 
 
-class SequenceBuilder:
+class SequenceBuilder(CountedSlotsBuilder):
     """Cuts the steps of each environment id into fixed-length, overlapping sequences (Kapturowski et al. 2019).
 
     The rule: with length ``L`` and stride ``S``, window ``k`` of an episode covers its steps
@@ -57,39 +57,11 @@ class SequenceBuilder:
                                                   starting=(bool, True)),
                                stores=dict(steps=self.length))
 
-    @property
-    def num_pending_steps(self):
-        """Steps held that no emitted sequence covers yet (start padding not counted), over all ids."""
-        return self._uncovered(self._slots.live_slots)
-
-    def _uncovered(self, slots):
+    def _pending(self, slots):
+        """Steps held that no emitted sequence covers yet (start padding not counted). Dropping an id or
+        ``reset`` also makes its next step the first of an episode (a released slot starts anew)."""
         f = self._slots.fields
         return int((f["count"][slots] - f["covered"][slots]).sum())
-
-    def reset(self):
-        """Drops all pending steps; the next step of every id is the first of an episode."""
-        self._slots.clear()
-
-    def get_state(self):
-        """The pending steps and episode flags of all ids (numpy arrays and ints), for ``set_state``."""
-        return self._slots.get_state()
-
-    def set_state(self, state):
-        """Restores what ``get_state`` returned (``RLGraphCheckpointError`` if it does not fit)."""
-        self._slots.set_state(state)
-
-    def drop(self, env_ids):
-        """Forgets the pending steps of ``env_ids`` (unknown ids are ignored); their next step starts an episode.
-
-        Returns:
-            The number of dropped steps that no emitted sequence covered.
-        """
-        ids = as_env_ids(type(self).__name__, env_ids)
-        slots, known = self._slots.find(ids)
-        slots = np.unique(slots[known])
-        dropped = self._uncovered(slots)
-        self._slots.release(slots)
-        return dropped
 
     def episode_starts(self, env_ids):
         """Bool [K]: whether the next step of each of ``env_ids`` is the first of an episode (new ids: True)."""
