@@ -45,18 +45,13 @@ if "tensorflow" in sys.modules:
     tf.profiler.experimental.start(trace)
     tf.ones((512, 512)) * 2.0  # 1 MB: a pooling allocator traces it with its name; the system one does not.
     tf.profiler.experimental.stop()
-    names = set()
+    space = xplane_pb2.XSpace()
     for path in glob.glob(os.path.join(trace, "**", "*.xplane.pb"), recursive=True):
-        space = xplane_pb2.XSpace()
         with open(path, "rb") as f:
-            space.ParseFromString(f.read())
-        for plane in space.planes:
-            meta = plane.stat_metadata
-            for line in plane.lines:
-                for event in line.events:
-                    for stat in event.stats:
-                        if meta[stat.metadata_id].name == "allocator_name":
-                            names.add(meta[stat.ref_value].name if stat.ref_value else stat.str_value)
+            space.MergeFromString(f.read())
+    names = {(p.stat_metadata[s.ref_value].name if s.ref_value else s.str_value)
+             for p in space.planes for line in p.lines for e in line.events for s in e.stats
+             if p.stat_metadata[s.metadata_id].name == "allocator_name"}
     allocator = "bfc" if "bfc_cpu_allocator_for_gpu" in names else "default"
 print("ALLOCATOR", allocator, os.environ.get("TF_CPU_ALLOCATOR_USE_BFC", "unset"))
 """
