@@ -1,5 +1,6 @@
 """The ``rlgraph`` command line: ``rlgraph train CONFIG``, ``rlgraph evaluate CONFIG --checkpoint DIR``,
-``rlgraph schema [--output FILE]``."""
+``rlgraph plot RUN [RUN ...]``, ``rlgraph export RUN --format F --output PATH``, ``rlgraph schema [--output FILE]``
+(reference: docs/command_line.md)."""
 import argparse
 import json
 import logging
@@ -18,7 +19,7 @@ def _train(args):
                     seconds=args.seconds, logdir=args.logdir, seed=args.seed, resume=args.resume,
                     overwrite=args.overwrite,
                     num_actors=args.num_actors, ray_address=args.ray_address, transport=args.transport,
-                    num_learners=args.num_learners, learner_rank=args.learner_rank)
+                    num_learners=args.num_learners, learner_rank=args.learner_rank, overrides=args.overrides)
     logdir = summary.pop("logdir")
     print(json.dumps(summary, indent=1))
     if logdir:
@@ -30,7 +31,7 @@ def _evaluate(args):
     from rlgraph.utils.errors import RLGraphError
     from rlgraph.execution.runner import env_kwargs_of, load_config, make_agent, make_vector_env
     from rlgraph.workers import VectorWorker
-    config, _ = load_config(args.config)
+    config, _ = load_config(args.config, overrides=args.overrides)
     env = make_vector_env(env_kwargs_of(config, args.env, args.seed, num_envs=min(args.episodes, 16)))
     agent = make_agent(config, env, args.backend, args.seed)
     from rlgraph.training.checkpoint_store import CheckpointStore
@@ -68,6 +69,25 @@ def _schema(args):
     except OSError as e:
         raise RLGraphError(f"--output '{args.output}' cannot be written: {e.strerror or e}.") from None
     print(f"JSON Schema of training configs written to {args.output}")
+    return 0
+
+
+def _plot(args):
+    from rlgraph.training.comparison_plot import plot_runs
+    curves = plot_runs(args.runs, output=args.output, x=args.x)
+    for c in curves:
+        last = f"{c['returns'][-1]:.1f} at {c['steps'][-1]:,.0f} steps ({c['seconds'][-1]:.1f} s)"
+        evals = f", last greedy evaluation {c['eval_returns'][-1]:.1f}" if len(c["eval_returns"]) else ""
+        print(f"{c['logdir']}: mean return {last}{evals}")
+    print(f"Learning curves of {len(curves)} run{'s' if len(curves) != 1 else ''} written to {args.output}")
+    return 0
+
+
+def _export(args):
+    from rlgraph.export import export_policy
+    out = export_policy(args.run, args.format, args.output)
+    print(f"Greedy policy of {out['agent']} ({out['backend']}, {out['model']}) exported as {out['format']} to "
+          f"{out['output']}: input 'observations' (float32, batch first), outputs 'actions' and '{out['scores']}'")
     return 0
 
 
@@ -167,16 +187,34 @@ def main(argv=None):
                        help="start a new run in a --logdir that holds an earlier run's checkpoint")
 
     evaluate = sub.add_parser("evaluate", help="mean return of the greedy policy of a checkpoint")
-    evaluate.add_argument("config")
+    evaluate.add_argument("config", help="the run's config (its logdir's config.json holds the effective one)")
     evaluate.add_argument("--checkpoint", required=True, help="a run's logdir or a model directory")
     evaluate.add_argument("--episodes", type=int, default=20)
     evaluate.add_argument("--env", default=None)
     evaluate.add_argument("--backend", choices=["tf", "pytorch"], default=None)
     evaluate.add_argument("--seed", type=int, default=12345)
+    for command in (train, evaluate):
+        command.add_argument("--set", action="append", dest="overrides", default=[], metavar="KEY.PATH=VALUE",
+                             help="override a config value (repeatable): a dotted path, list indices allowed, and "
+                                  "a JSON value, e.g. --set optimizer_spec.learning_rate=3e-4 --set "
+                                  "network_spec.0.units=128 (a value that is not JSON is a string)")
 
     schema = sub.add_parser("schema", help="print the JSON Schema (draft 2020-12) of training configs, for "
                                            "editors and CI checks")
     schema.add_argument("--output", "-o", default=None, help="write it to this file instead of stdout")
+
+    plot = sub.add_parser("plot", help="overlay the learning curves of runs in one PNG")
+    plot.add_argument("runs", nargs="+", metavar="RUN", help="a run's logdir (e.g. runs/appo_cartpole-...)")
+    plot.add_argument("--x", choices=["steps", "seconds"], default="steps",
+                      help="x axis: environment steps or the runs' training seconds (default steps)")
+    plot.add_argument("--output", "-o", default="runs_comparison.png", help="the PNG (default runs_comparison.png)")
+
+    export = sub.add_parser("export", help="write a run's greedy policy as a model that loads without rlgraph")
+    export.add_argument("run", metavar="RUN_DIR_OR_CHECKPOINT",
+                        help="a run's logdir (its newest checkpoint), one of its checkpoints/ckpt-N or a model in it")
+    export.add_argument("--format", required=True, choices=["onnx", "torchscript", "saved_model"],
+                        help="onnx (PyTorch and TensorFlow runs), torchscript (PyTorch), saved_model (TensorFlow)")
+    export.add_argument("--output", "-o", required=True, help="the file (a directory for saved_model) to write")
 
     demo = sub.add_parser("demo", help="build a small component graph from a JSON config on each backend and run it")
     demo.add_argument("config", help="path to a demo config, e.g. configs/demo_network.json")
@@ -190,7 +228,8 @@ def main(argv=None):
     if args.command == "train" and args.resume and not args.logdir:
         parser.error("--resume needs --logdir")
     try:
-        return {"train": _train, "evaluate": _evaluate, "schema": _schema, "demo": _demo}[args.command](args)
+        return {"train": _train, "evaluate": _evaluate, "schema": _schema, "plot": _plot,
+                "export": _export, "demo": _demo}[args.command](args)
     except RLGraphError as e:
         print(f"rlgraph {args.command}: error: {e}", file=sys.stderr)
         return 2

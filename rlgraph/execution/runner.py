@@ -50,11 +50,15 @@ def train_spec_json_schema():
     return json_schema(TRAIN_SPEC_SCHEMA, descriptions=TRAIN_SPEC_DOCS, defaults=DEFAULT_TRAIN_SPEC)
 
 
-def load_config(path_or_dict, name="config"):
+def load_config(path_or_dict, name="config", overrides=None):
     """``(config, train_spec)`` of a training config: an agent spec plus ``environment_spec`` and ``train_spec``
-    (a dict or a JSON file)."""
+    (a dict or a JSON file), with ``overrides`` (``KEY.PATH=VALUE`` strings, ``rlgraph.utils.config_overrides``)
+    applied before the config's checks."""
+    from rlgraph.utils.config_overrides import apply_overrides
     from rlgraph.utils.specifiable import load_json
     config = load_json(path_or_dict, name) if not isinstance(path_or_dict, dict) else dict(path_or_dict)
+    if overrides and isinstance(config, dict):
+        config = apply_overrides(config, overrides)
     if not isinstance(config, dict) or "type" not in config:
         raise RLGraphSpecError(f"{name}: a config is a JSON object whose \"type\" names the agent.")
     if not isinstance(config.get("environment_spec"), dict):
@@ -148,8 +152,11 @@ def make_engine(config, executor="local", env_id=None, backend=None, seed=0, num
 
 def train(config, executor="local", env_id=None, backend=None, steps=None, seconds=None, logdir=None, seed=0,
           resume=False, num_actors=None, ray_address=None, progress=None, config_name=None, overwrite=False,
-          transport=None, num_learners=None, learner_rank=None):
+          transport=None, num_learners=None, learner_rank=None, overrides=None):
     """Trains an agent from a config on an engine; returns the run's summary (also in ``logdir/summary.json``).
+
+    The effective config (``overrides`` applied, ``env_id`` in its ``environment_spec``, the run's backend) is
+    stored as ``logdir/config.json``: ``rlgraph train`` and ``rlgraph export`` read it as they read a config file.
 
     Args:
         config: A config dict or the path of a JSON config.
@@ -168,11 +175,12 @@ def train(config, executor="local", env_id=None, backend=None, steps=None, secon
         transport: Overrides ``execution_spec.transport`` (central-inference engine: "shm" or "grpc").
         progress: Show a progress bar (default: when stderr is a terminal).
         config_name: A name for the default logdir (default: the config file's name or its type).
+        overrides: ``KEY.PATH=VALUE`` strings applied to the config (``--set``; see ``load_config``).
     """
     from rlgraph.training import Trainer
 
     path = config if not isinstance(config, dict) else None
-    config, train_spec = load_config(config)
+    config, train_spec = load_config(config, overrides=overrides)
     if resume and not logdir:
         raise RLGraphSpecError("resume needs a logdir (--logdir).")
     check_args(None, RUN_ARG_RULES, dict(steps=steps, seconds=seconds, seed=seed))
@@ -203,6 +211,8 @@ def train(config, executor="local", env_id=None, backend=None, steps=None, secon
         metadata = dict(agent=config["type"], config=os.path.abspath(path) if path else None, backend=agent.backend,
                         env=str(env_name), seed=seed, executor=executor, config_hash=agent.config_hash(),
                         environment=environment)
+        if overrides:
+            metadata["overrides"] = list(overrides)
         processes = getattr(worker, "processes", None)
         if processes is not None:
             # Which processes run the engine's parts (monitoring, fault drills).
@@ -223,6 +233,7 @@ def train(config, executor="local", env_id=None, backend=None, steps=None, secon
                           checkpoint_every_seconds=train_spec["checkpoint_every_seconds"], resume=resume,
                           metadata=metadata, evaluator=evaluator, eval_every_steps=train_spec["eval_every_steps"],
                           progress=progress, overwrite=overwrite, keep_checkpoints=train_spec["keep_checkpoints"])
+        _write_config(logdir, dict(config, environment_spec=environment, backend=agent.backend))
         summary = trainer.train()
         if train_spec["eval_episodes"] and not summary["interrupted"]:
             returns = worker.evaluate(eval_env, train_spec["eval_episodes"])
@@ -236,6 +247,14 @@ def train(config, executor="local", env_id=None, backend=None, steps=None, secon
         if close is not None:
             close()
         restore_threads()
+
+
+def _write_config(logdir, config):
+    """Writes the run's effective config as ``logdir/config.json`` (atomically)."""
+    tmp = os.path.join(logdir, "config.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump(config, f, indent=1, default=repr)
+    os.replace(tmp, os.path.join(logdir, "config.json"))
 
 
 def _follow(config, env_id, backend, seed, num_learners, learner_rank):

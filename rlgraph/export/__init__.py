@@ -1,0 +1,82 @@
+"""``rlgraph export``: a run's greedy policy as a file that loads without rlgraph.
+
+Formats: ``torchscript`` (PyTorch runs), ``saved_model`` (TensorFlow runs, signature ``serving_default``) and
+``onnx`` (both: ``torch.onnx`` and tf2onnx). Every exported policy takes ``observations`` (float32, batch first,
+the config's preprocessing inside) and returns ``actions`` (int64) and the action scores (``q_values`` for
+DQN and Ape-X, ``logits`` for IMPALA and APPO). Backends are imported only by the format that needs them.
+"""
+import logging
+import os
+
+from rlgraph.utils.errors import RLGraphError
+
+logger = logging.getLogger(__name__)
+
+#: ``{format: {backend: (module, function)}}``: which writer exports which run.
+FORMATS = {
+    "torchscript": {"pytorch": ("rlgraph.export.pytorch_export", "export_torchscript")},
+    "onnx": {"pytorch": ("rlgraph.export.pytorch_export", "export_onnx"),
+             "tf": ("rlgraph.export.tf_export", "export_onnx")},
+    "saved_model": {"tf": ("rlgraph.export.tf_export", "export_saved_model")},
+}
+
+
+def export_policy(run, format, output):
+    """Exports the greedy policy of a run's newest checkpoint.
+
+    Args:
+        run: A run's logdir, one of its ``checkpoints/ckpt-N`` or a model directory inside a run's logdir.
+        format: "torchscript", "onnx" or "saved_model".
+        output: The file (TorchScript, ONNX) or directory (SavedModel) to write.
+
+    Returns:
+        ``dict(output, format, backend, agent, scores, model)``: what was written, from which model.
+
+    Raises:
+        RLGraphError: One line: an unknown format, one the run's backend cannot write, a run without a
+            checkpoint, a policy that cannot be exported (recurrent, several actions), an output that exists
+            as another kind of path or cannot be written.
+    """
+    import importlib
+
+    from rlgraph.export.greedy_policy import GreedyPolicy
+    from rlgraph.export.run_loading import find_model, load_run_agent, stored_backend
+
+    if format not in FORMATS:
+        raise RLGraphError(f"--format: expected one of {', '.join(FORMATS)}, got {format!r}.")
+    model, _ = find_model(run)
+    backend = stored_backend(model)
+    if backend is not None and backend not in FORMATS[format]:
+        raise RLGraphError(f"--format {format} exports {_runs_of(format)} runs; '{run}' is a {_backend_name(backend)}"
+                           f" run (export it as {' or '.join(f for f, b in FORMATS.items() if backend in b)}).")
+    _check_output(output, directory=format == "saved_model")
+    agent, _, model = load_run_agent(run)
+    greedy = GreedyPolicy(agent)
+    module, function = FORMATS[format][agent.backend]
+    try:
+        getattr(importlib.import_module(module), function)(greedy, output)
+    except RLGraphError:
+        raise
+    except OSError as e:
+        raise RLGraphError(f"--output '{output}' cannot be written: {e.strerror or e}.") from None
+    logger.info("Exported the greedy policy of %s as %s to %s.", model, format, output)
+    return dict(output=output, format=format, backend=agent.backend, agent=type(agent).__name__,
+                scores=greedy.scores_name, model=model)
+
+
+def _backend_name(backend):
+    return {"tf": "TensorFlow", "pytorch": "PyTorch"}.get(backend, backend)
+
+
+def _runs_of(format):
+    return " and ".join(_backend_name(b) for b in FORMATS[format])
+
+
+def _check_output(output, directory):
+    parent = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(parent):
+        raise RLGraphError(f"--output '{output}': its directory '{parent}' does not exist.")
+    if directory and os.path.isfile(output):
+        raise RLGraphError(f"--output '{output}' is a file; a SavedModel is a directory.")
+    if not directory and os.path.isdir(output):
+        raise RLGraphError(f"--output '{output}' is a directory; this format writes one file.")
