@@ -25,6 +25,7 @@ def appo(backend, recurrent=False, **changes):
     config = {k: v for k, v in config.items() if k not in ("environment_spec", "train_spec", "description")}
     config["network_spec"] = [{"type": "dense", "units": 16, "activation": "tanh"}]
     config.update(num_epochs=4, num_minibatches=2)  # The tests count 4 x 2 optimizer steps per update.
+    config["minibatch_unit"] = "trajectories"  # Minibatches of columns (``update``); samples: tests below.
     if recurrent:
         config["network_spec"].append({"type": "lstm", "units": 8})
     config.update(changes)
@@ -86,6 +87,38 @@ def test_fused_update_equals_one_call_per_step(backend, recurrent, monkeypatch):
             np.testing.assert_allclose(x[key], y[key], rtol=1e-5, atol=1e-7, err_msg=key)
     # Each sample is learned from at lags 0..7 (one version per step), averaged.
     assert out_fused[0]["policy_lag_mean"] == pytest.approx(3.5) and out_fused[0]["policy_lag_max"] == 7
+
+
+def test_sample_minibatches_in_one_call_per_epoch_equal_one_call_per_step(backend, monkeypatch):
+    """Minibatches of samples: one ``calc_targets`` and one ``execute_steps`` per epoch, the same update as one
+    ``update_samples`` call per step."""
+    fused, stepped = appo(backend, minibatch_unit="samples"), appo(backend, minibatch_unit="samples")
+    stepped.executor.set_weights(fused.executor.get_weights(trainable_only=False))
+    fused_calls, targets_calls = count_calls(fused, "steps:update_samples"), count_calls(fused, "calc_targets")
+    step_calls = count_calls(stepped, "update_samples")
+    batches = [batch(fused, version=8 * i, seed=i) for i in range(3)]
+    out_fused = run_updates(fused, batches)
+    monkeypatch.setattr(IMPALALearner, "_in_one_call", lambda self, *args: False)
+    out_stepped = run_updates(stepped, batches)
+    assert fused_calls() == 3 * 4 and targets_calls() == 3 * 4 and step_calls() == 3 * 4 * 2
+    assert fused.learner.updates == stepped.learner.updates == 24
+    a, b = fused.executor.get_weights(trainable_only=False), stepped.executor.get_weights(trainable_only=False)
+    for key in a:
+        np.testing.assert_allclose(a[key], b[key], rtol=1e-6, atol=1e-7, err_msg=key)
+    for x, y in zip(out_fused, out_stepped):
+        assert sorted(x) == sorted(y)
+        for key in x:
+            np.testing.assert_allclose(x[key], y[key], rtol=1e-5, atol=1e-7, err_msg=key)
+    assert out_fused[0]["policy_lag_mean"] == pytest.approx(3.5) and out_fused[0]["policy_lag_max"] == 7
+
+
+def test_sample_minibatches_past_the_lag_limit_are_dropped(backend):
+    agent = appo(backend, minibatch_unit="samples", max_policy_lag=5)
+    fused_calls, step_calls = count_calls(agent, "steps:update_samples"), count_calls(agent, "update_samples")
+    out = agent.learner.update(batch(agent))
+    # Epochs 1-3 (lags 0..5) in one call each; the last epoch's steps would learn at lag 6: all dropped.
+    assert fused_calls() == 3 and step_calls() == 0
+    assert out["dropped_samples"] == 2 * 24 and out["num_updates"] == 6 and out["policy_lag_max"] == 5
 
 
 def test_samples_past_the_lag_limit_fall_back_to_one_call_per_step(backend):

@@ -92,7 +92,7 @@ class Agent(Specifiable):
         self.executor = GraphExecutor.create(backend=self.backend, root_component=self.root,
                                              input_spaces=input_spaces, action_space=self.action_space,
                                              seed=self.seed, device=device,
-                                             api_methods=self.actor_api_methods if role == "actor" else None,
+                                             api_methods=self.actor_api_methods if role == "actor" else self.learner_api_methods(),
                                              device_strategy=None if role == "actor" else device_strategy)
         self.actor = self.actor_class(self) if role != "learner" else None
         self.learner = self.learner_class(self) if role != "actor" else None
@@ -100,6 +100,10 @@ class Agent(Specifiable):
         self._step_check = None  # Checks observe()'s arguments (built on first use).
 
     # --- construction -------------------------------------------------------------------------------------
+    def learner_api_methods(self):
+        """The root API methods a learner (or local) agent builds, after ``build_root``; None: all."""
+        return None
+
     @classmethod
     def from_spec(cls, spec=None, state_space=None, action_space=None, _path=None, **overrides):
         """Builds an agent from a dict or JSON config whose ``"type"`` names it ("dqn", "apex", ...).

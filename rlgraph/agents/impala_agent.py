@@ -47,7 +47,7 @@ class IMPALAAgent(Agent):
     learner_class = IMPALALearner
     actor_api_methods = ("act", "get_greedy_actions", "get_state_values")
     #: One pass over each unroll, no sample dropped (APPO's arguments change these).
-    num_epochs, num_minibatches, max_policy_lag = 1, 1, None
+    num_epochs, num_minibatches, max_policy_lag, minibatch_unit = 1, 1, None, "trajectories"
 
     #: What the checked constructor arguments accept (``loss_spec``, ``reward_clipping`` and ``reward_scale`` as the
     #: algorithm component takes them).

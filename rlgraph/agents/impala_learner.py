@@ -7,6 +7,8 @@ from rlgraph.utils.errors import RLGraphError
 #: Keys of the unroll the learner's ``update`` API takes (besides "prev_actions"/"prev_rewards" where used).
 UNROLL_KEYS = ("states", "actions", "rewards", "terminals", "truncation_values", "behaviour_log_probs",
                "behaviour_values")
+#: Keys of the unroll that ``update_samples`` (minibatches of samples) takes.
+SAMPLE_KEYS = ("states", "actions")
 
 
 class IMPALALearner(Learner):
@@ -83,6 +85,8 @@ class IMPALALearner(Learner):
         initial = batch.get("initial_internal_states")
         versions = batch.get("policy_versions")
         n = unroll["rewards"].shape[1]
+        if agent.minibatch_unit == "samples":
+            return self._learn_samples(unroll, bootstrap, versions)
         if self._in_one_call(n, versions):
             return self._learn_in_one_call(unroll, bootstrap, initial, versions, n)
         results, lags, dropped = [], [], 0
@@ -101,20 +105,14 @@ class IMPALALearner(Learner):
                             lag = lag[:, fresh]
                     lags.append(lag)
                 results.append(self._update_step(unroll, bootstrap, initial, columns))
-        out = {k: float(np.mean([r[k] for r in results])) for k in (results[0] if results else ())}
-        if lags:
-            out["policy_lag_mean"] = float(np.mean(np.concatenate([lag.ravel() for lag in lags])))
-            out["policy_lag_max"] = int(max(lag.max() for lag in lags))
-        out["dropped_samples"] = dropped
-        out["num_updates"] = len(results)
-        return out
+        return _summary(results, lags, dropped)
 
-    def _in_one_call(self, n, versions):
-        """Whether all of an update's optimizer steps can run in one ``execute_steps`` call: several steps,
-        minibatches of equal size, and no sample past ``max_policy_lag`` even at the last step (no column is
-        dropped on the way)."""
+    def _in_one_call(self, n, versions, steps=None):
+        """Whether ``steps`` optimizer steps (default: all of an update's) on minibatches of ``n`` columns or
+        samples can run in one ``execute_steps`` call: several steps, minibatches of equal size, and no sample
+        past ``max_policy_lag`` even at the last step (none is dropped on the way)."""
         agent = self.agent
-        steps = agent.num_epochs * agent.num_minibatches
+        steps = agent.num_epochs * agent.num_minibatches if steps is None else steps
         if steps < 2 or n % agent.num_minibatches:
             return False
         if versions is not None and agent.max_policy_lag is not None and np.size(versions):
@@ -132,15 +130,52 @@ class IMPALALearner(Learner):
         columns = np.stack(columns)
         args = [unroll, bootstrap, self.time_percentage] + ([initial] if agent.recurrent else [])
         stacked = self.executor.execute_steps("update", columns, *args)
-        out = {k: float(np.mean(np.asarray(v, np.float64))) for k, v in stacked.items()}
-        if versions is not None:
-            lags = [self.policy_lag(versions[:, c]) + k for k, c in enumerate(columns)]
-            out["policy_lag_mean"] = float(np.mean(np.concatenate([lag.ravel() for lag in lags])))
-            out["policy_lag_max"] = int(max(lag.max() for lag in lags))
+        lags = [] if versions is None else [self.policy_lag(versions[:, c]) + k for k, c in enumerate(columns)]
         self.updates += len(columns)
-        out["dropped_samples"] = 0
-        out["num_updates"] = len(columns)
-        return out
+        return _summary([{k: v[i] for k, v in stacked.items()} for i in range(len(columns))], lags, 0)
+
+    def _learn_samples(self, unroll, bootstrap, versions):
+        """``_learn`` with minibatches of samples: per epoch, V-trace's targets for the whole unrolls with the
+        current weights (``calc_targets``), then ``num_minibatches`` optimizer steps (``update_samples``) on
+        shuffled samples of any time step and environment, given to the graph as [1, N]. PPO's ratio is taken
+        against the learner's policy before the update (its log-likelihoods and values of the first epoch).
+        Samples past ``max_policy_lag`` at their step are left out of it (counted in "dropped_samples")."""
+        agent = self.agent
+        size = unroll["rewards"].size
+        flat = {k: unroll[k].reshape((1, size) + unroll[k].shape[2:]) for k in SAMPLE_KEYS}
+        flat_versions = None if versions is None else np.asarray(versions).reshape(-1)
+        results, lags, dropped = [], [], 0
+        proximal = None
+        for _ in range(agent.num_epochs):
+            targets = self.executor.execute("calc_targets", unroll, bootstrap)
+            targets = {k: np.asarray(v).reshape(1, size) for k, v in targets.items()}
+            if proximal is None:  # The policy before this update: the reference of PPO's ratio in every epoch.
+                proximal = dict(log_probs=targets["log_probs"], values=targets["values"])
+            targets.update(proximal)
+            steps = np.array_split(self._rng.permutation(size), agent.num_minibatches)
+            if self._in_one_call(size, flat_versions, len(steps)):
+                stacked = self.executor.execute_steps("update_samples", np.stack(steps), flat, targets,
+                                                      self.time_percentage)
+                results.extend({k: v[i] for k, v in stacked.items()} for i in range(len(steps)))
+                if flat_versions is not None:
+                    lags.extend(self.policy_lag(flat_versions[rows]) + k for k, rows in enumerate(steps))
+                self.updates += len(steps)
+                continue
+            for rows in steps:
+                if flat_versions is not None:
+                    lag = self.policy_lag(flat_versions[rows])
+                    if agent.max_policy_lag is not None and (lag > agent.max_policy_lag).any():
+                        fresh = lag <= agent.max_policy_lag
+                        dropped += int((~fresh).sum())
+                        rows, lag = rows[fresh], lag[fresh]
+                        if not rows.size:
+                            continue
+                    lags.append(lag)
+                results.append(self.executor.execute(
+                    "update_samples", {k: v[:, rows] for k, v in flat.items()},
+                    {k: v[:, rows] for k, v in targets.items()}, self.time_percentage))
+                self.updates += 1
+        return _summary(results, lags, dropped)
 
     def evaluate_unroll(self, batch):
         """The learner's view of a batch (as ``to_batch`` returns it) under the current weights.
@@ -165,6 +200,18 @@ class IMPALALearner(Learner):
         result = self.executor.execute("update", *args)
         self.updates += 1
         return result
+
+
+def _summary(results, lags, dropped):
+    """An update's results: the means of the optimizer steps' outputs, the policy lags over the samples used,
+    the dropped samples and the number of steps."""
+    out = {k: float(np.mean([np.asarray(r[k], np.float64) for r in results])) for k in (results[0] if results else ())}
+    if lags:
+        out["policy_lag_mean"] = float(np.mean(np.concatenate([np.ravel(lag) for lag in lags])))
+        out["policy_lag_max"] = int(max(np.max(lag) for lag in lags))
+    out["dropped_samples"] = dropped
+    out["num_updates"] = len(results)
+    return out
 
 
 def _concat_columns(batches, recurrent):

@@ -35,6 +35,10 @@ class APPOLossFunction(IMPALALossFunction):
             Arguments as for ``IMPALALossFunction``; ``behaviour_values`` (needed with ``value_clipping``):
             V(x_t) as the actor computed it.
         loss_per_item(same arguments) -> [B], the per-trajectory losses.
+        targets(log_probs, behaviour_log_probs, values, bootstrap_values, rewards, terminals) -> (vs [T, B],
+            pg_advantages [T, B]): V-trace's targets (rewards clipped as configured).
+        loss_from_targets(log_probs, behaviour_log_probs, entropies, values, vs, advantages, behaviour_values=None)
+            -> loss []: the loss on given targets; its batch may be any [T, B] set of samples (e.g. [1, N]).
     """
 
     default_scope = "appo-loss-function"
@@ -68,11 +72,24 @@ class APPOLossFunction(IMPALALossFunction):
     @rlgraph_api
     def loss_per_item(self, log_probs, behaviour_log_probs, entropies, values, bootstrap_values, rewards, terminals,
                       behaviour_values=None):
-        rewards, discounts = self._graph_fn_clip_rewards_and_discount(rewards, terminals)
-        vs, pg_advantages = self.v_trace_function.calc_v_trace_values(log_probs, behaviour_log_probs, discounts,
-                                                                      rewards, values, bootstrap_values)
+        vs, pg_advantages = self.targets(log_probs, behaviour_log_probs, values, bootstrap_values, rewards, terminals)
         return self._graph_fn_ppo_loss_per_item(log_probs, behaviour_log_probs, entropies, values, behaviour_values,
                                                 vs, pg_advantages)
+
+    @rlgraph_api
+    def targets(self, log_probs, behaviour_log_probs, values, bootstrap_values, rewards, terminals):
+        """V-trace's value targets ``vs`` and policy-gradient advantages [T, B] (constants for gradients)."""
+        rewards, discounts = self._graph_fn_clip_rewards_and_discount(rewards, terminals)
+        return self.v_trace_function.calc_v_trace_values(log_probs, behaviour_log_probs, discounts, rewards, values,
+                                                         bootstrap_values)
+
+    @rlgraph_api
+    def loss_from_targets(self, log_probs, behaviour_log_probs, entropies, values, vs, advantages,
+                          behaviour_values=None):
+        """``loss`` with the targets and advantages given (as ``targets`` computed them, e.g. once for a whole
+        unroll before it is split into minibatches of samples): the mean over all steps of the batch."""
+        return self._graph_fn_average(self._graph_fn_ppo_loss_per_item(
+            log_probs, behaviour_log_probs, entropies, values, behaviour_values, vs, advantages))
 
     # --- TensorFlow ------------------------------------------------------------------------------------
     @graph_fn(backend="tf")
