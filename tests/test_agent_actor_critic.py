@@ -201,6 +201,89 @@ def test_update_loss_matches_numpy_reference(backend, kind):
     assert agent.updates == 1 and any(not np.allclose(before[k], v) for k, v in agent.get_weights().items())
 
 
+def test_sample_minibatches_match_numpy_reference(backend):
+    """``calc_targets`` (V-trace for whole unrolls, the learner's log-likelihoods and values) and one
+    ``update_samples`` step on a few samples, with PPO's ratio against a given proximal policy."""
+    T, n = 5, 4
+    agent = small_agent("appo", backend, num_minibatches=2, reward_clipping="clamp_one",
+                        loss_spec={"weight_entropy": 0.01, "weight_baseline": 0.5, "value_clipping": 0.1})
+    assert agent.minibatch_unit == "samples"
+    terminals, truncations = np.zeros((T, n), bool), np.zeros((T, n), bool)
+    terminals[1, 0] = truncations[3, 2] = True
+    drive(agent, T, n, terminals, truncations, seed=3)
+    batch = agent.pop_unroll()
+    u = batch["unroll"]
+    rng = np.random.default_rng(1)
+    u["behaviour_log_probs"] += rng.normal(scale=0.5, size=(T, n)).astype(np.float32)
+    logits, values = numpy_policy(agent, u["states"])
+    log_p_all = log_softmax(logits)
+    log_p = np.take_along_axis(log_p_all, u["actions"][..., None].astype(np.int64), -1)[..., 0]
+    entropy = -(np.exp(log_p_all) * log_p_all).sum(-1)
+    bootstrap = numpy_policy(agent, batch["bootstrap"]["states"])[1]
+    rewards = np.clip(u["rewards"], -1, 1) + GAMMA * u["truncation_values"]
+    vs, adv = numpy_v_trace(log_p - u["behaviour_log_probs"], GAMMA * (1.0 - u["terminals"]), rewards, values,
+                            bootstrap)
+    targets = agent.executor.execute("calc_targets", u, batch["bootstrap"])
+    for key, expected in dict(vs=vs, advantages=adv, log_probs=log_p, values=values).items():
+        np.testing.assert_allclose(targets[key], expected, rtol=1e-4, atol=1e-5, err_msg=key)
+    rows = [0, 3, 5, 8, 13, 17, 19]
+
+    def flat(x):
+        return np.asarray(x).reshape((1, T * n) + np.shape(x)[2:])[:, rows]
+    proximal_log_p = (log_p + rng.normal(scale=0.3, size=(T, n))).astype(np.float32)
+    proximal_values = (values + rng.normal(scale=0.3, size=(T, n))).astype(np.float32)
+    samples = dict(states=flat(u["states"]), actions=flat(u["actions"]))
+    given = dict(vs=flat(vs).astype(np.float32), advantages=flat(adv).astype(np.float32),
+                 log_probs=flat(proximal_log_p), values=flat(proximal_values))
+    ratio = np.exp(flat(log_p) - flat(proximal_log_p))
+    policy = -np.minimum(ratio * flat(adv), np.clip(ratio, 0.8, 1.2) * flat(adv))
+    old, new = flat(proximal_values), flat(values)
+    value = np.maximum((new - flat(vs)) ** 2, (old + np.clip(new - old, -0.1, 0.1) - flat(vs)) ** 2)
+    expected = (policy + 0.5 * 0.5 * value - 0.01 * flat(entropy)).mean()
+    result = agent.executor.execute("update_samples", samples, given, 0.0)
+    np.testing.assert_allclose(result["loss"], expected, rtol=1e-4)
+    np.testing.assert_allclose(result["entropy"], flat(entropy).mean(), rtol=1e-5)
+
+
+def test_sample_minibatches_take_the_ratio_against_the_policy_before_the_update(backend):
+    """Every epoch recomputes V-trace with the current weights, while PPO's ratio (and value clipping) keeps
+    the learner's policy before the update as its reference (decoupled PPO)."""
+    T, n = 5, 4
+    agent = small_agent("appo", backend, num_epochs=3, num_minibatches=2)
+    no_ends = np.zeros((T, n), bool)
+    drive(agent, T, n, no_ends, no_ends)
+    batch = agent.pop_unroll()
+    before = agent.executor.execute("calc_targets", batch["unroll"], batch["bootstrap"])
+    seen, execute_steps = [], agent.executor.execute_steps
+
+    def spy(method, rows, samples, targets, *args):
+        seen.append({k: np.array(v) for k, v in targets.items()})
+        return execute_steps(method, rows, samples, targets, *args)
+    agent.executor.execute_steps = spy
+    assert agent.update(batch)["num_updates"] == 3 * 2
+    assert len(seen) == 3
+    for targets in seen:
+        np.testing.assert_array_equal(targets["log_probs"], np.reshape(before["log_probs"], (1, -1)))
+        np.testing.assert_array_equal(targets["values"], np.reshape(before["values"], (1, -1)))
+    np.testing.assert_allclose(seen[0]["vs"], np.reshape(before["vs"], (1, -1)), rtol=1e-6)
+    assert not np.allclose(seen[1]["vs"], seen[0]["vs"])  # Recomputed after the first epoch's steps.
+
+
+def test_minibatch_unit_is_chosen_and_checked():
+    assert small_agent("appo", None, num_minibatches=2).minibatch_unit == "samples"
+    assert small_agent("appo", None, num_minibatches=1).minibatch_unit == "trajectories"
+    assert small_agent("appo", None, num_minibatches=2, network_spec=LSTM_NET).minibatch_unit == "trajectories"
+    summed = small_agent("appo", None, num_minibatches=2, loss_spec={"time_reduction": "sum"})
+    assert summed.minibatch_unit == "trajectories"
+    assert small_agent("appo", None, num_minibatches=1, minibatch_unit="samples").minibatch_unit == "samples"
+    with pytest.raises(RLGraphSpecError, match=r"agent\.minibatch_unit: 'samples' needs whole trajectories: "
+                                               r"the network is recurrent"):
+        small_agent("appo", None, minibatch_unit="samples", network_spec=LSTM_NET)
+    with pytest.raises(RLGraphSpecError, match=r"minibatch_unit: expected one of 'auto', 'samples', "
+                                               r"'trajectories', got 'columns'"):
+        small_agent("appo", None, minibatch_unit="columns")
+
+
 def test_store_load_round_trip_gives_identical_greedy_actions(backend, tmp_path):
     env = VectorEnv("CartPole-v1", num_envs=4, seed=0)
     agent = small_agent("appo", backend)
@@ -314,3 +397,14 @@ def test_learns_cartpole(backend, name, tmp_path):
     assert summary["target_measured_on"] == "greedy evaluation"
     assert summary["steps_to_target"] is not None, summary
     assert summary["last_evaluation"][2] >= 450 and summary["eval_mean_return"] >= FINAL_EVAL_FLOOR, summary
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["impala_catch", "appo_catch"])
+def test_learns_catch_from_pixels(backend, name, tmp_path):
+    """Learning from pixels (a CNN on stacked uint8 frames, as on Atari) in CI: Catch, where a random policy
+    scores about -3.6 and the optimal one 5."""
+    summary = solve(name, backend, seed=1, max_steps=2_000_000, tmp_path=tmp_path)
+    assert summary["target_measured_on"] == "greedy evaluation"
+    assert summary["steps_to_target"] is not None, summary
+    assert summary["eval_mean_return"] >= 4.0, summary
