@@ -3,14 +3,19 @@ from setuptools import find_packages, setup
 EXTRAS = {
     "tf": ["tensorflow-cpu==2.21.*"],
     "pytorch": ["torch==2.13.0"],
-    "ray": ["ray[default]==2.60.*"],
+    # Ray engine and `rlgraph tune` (Ray Tune adds pandas and pyarrow).
+    "ray": ["ray[default,tune]==2.60.*"],
     "gym": ["gymnasium>=1.0,<2", "ale-py>=0.10", "opencv-python-headless>=4.8"],
     "tensorboard": ["tensorboard>=2.18"],
     # ``rlgraph export``: ONNX files (torch.onnx writes them with onnx; tf2onnx converts TensorFlow's), checked with
     # onnxruntime.
     "export": ["onnx>=1.16", "onnxruntime>=1.18", "tf2onnx>=1.17"],
+    # ``--logger mlflow`` / ``--logger wandb``: experiment trackers (mlflow-skinny is MLflow's client without its
+    # server and UI; ``pip install mlflow`` adds them).
+    "mlflow": ["mlflow-skinny>=3.0"],
+    "wandb": ["wandb>=0.20"],
     "test": ["pytest>=8", "pytest-xdist>=3", "pytest-timeout>=2", "jsonschema>=4", "onnx>=1.16", "onnxruntime>=1.18",
-             "tf2onnx>=1.17"],
+             "tf2onnx>=1.17", "mlflow-skinny>=3.0", "wandb>=0.20"],
     # Optional all-reduce adapter (execution_spec.all_reduce "horovod"); its last release (0.28.1) builds against
     # neither torch 2.13 nor TF 2.21, so "all" leaves it out and nothing depends on it.
     "horovod": ["horovod>=0.28.1"],

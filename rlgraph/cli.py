@@ -1,5 +1,6 @@
 """The ``rlgraph`` command line: ``rlgraph train CONFIG``, ``rlgraph evaluate CONFIG --checkpoint DIR``,
-``rlgraph plot RUN [RUN ...]``, ``rlgraph export RUN --format F --output PATH``, ``rlgraph schema [--output FILE]``
+``rlgraph tune CONFIG --grid KEY=V1,V2``, ``rlgraph plot RUN [RUN ...]``, ``rlgraph export RUN --format F --output
+PATH``, ``rlgraph schema [--output FILE]``
 (reference: docs/command_line.md)."""
 import argparse
 import json
@@ -19,12 +20,33 @@ def _train(args):
                     seconds=args.seconds, logdir=args.logdir, seed=args.seed, resume=args.resume,
                     overwrite=args.overwrite,
                     num_actors=args.num_actors, ray_address=args.ray_address, transport=args.transport,
-                    num_learners=args.num_learners, learner_rank=args.learner_rank, overrides=args.overrides)
+                    num_learners=args.num_learners, learner_rank=args.learner_rank, overrides=args.overrides,
+                    loggers=args.loggers)
     logdir = summary.pop("logdir")
     print(json.dumps(summary, indent=1))
     if logdir:
         print(f"Logs, checkpoint, summary.json and learning_curve.png in {logdir}")
+    trackers = summary.get("trackers", {})
+    if "mlflow" in trackers:
+        print(f"MLflow run {trackers['mlflow']['run_id']} at {trackers['mlflow']['tracking_uri']}")
+    if "wandb" in trackers:
+        print(f"W&B run {trackers['wandb']['run_id']} ({trackers['wandb']['mode']}) in {trackers['wandb']['run_dir']}")
     return 130 if summary["interrupted"] else 0
+
+
+def _tune(args):
+    from rlgraph.execution.tune import format_table, run_sweep
+    out = run_sweep(args.config, args.grid, logdir=args.logdir, sets=args.overrides, steps=args.steps,
+                    seconds=args.seconds, num_samples=args.num_samples, scheduler=args.scheduler,
+                    max_concurrent=args.max_concurrent, ray_address=args.ray_address, executor=args.executor,
+                    env_id=args.env, backend=args.backend, seed=args.seed, loggers=args.loggers,
+                    cpus_per_trial=args.cpus_per_trial, verbose=2 if args.verbose else 1)
+    keys = [g.partition("=")[0].strip() for g in args.grid]
+    print(f"Trials sorted by {out['target']}:")
+    print(format_table(out["rows"], keys))
+    print(f"Results in {out['results_path']}" + (f", best config in {out['best_config_path']}"
+                                                  if out["best_config_path"] else " (no trial finished an episode)"))
+    return 130 if out["interrupted"] else 0
 
 
 def _evaluate(args):
@@ -193,7 +215,38 @@ def main(argv=None):
     evaluate.add_argument("--env", default=None)
     evaluate.add_argument("--backend", choices=["tf", "pytorch"], default=None)
     evaluate.add_argument("--seed", type=int, default=12345)
-    for command in (train, evaluate):
+    tune = sub.add_parser("tune", help="sweep config values on Ray Tune: one rlgraph run per trial")
+    tune.add_argument("config", help="e.g. configs/dqn_cartpole.json")
+    tune.add_argument("--grid", action="append", required=True, metavar="KEY.PATH=V1,V2",
+                      help="values to sweep (repeatable; every combination runs): a dotted path as --set takes it and "
+                           "comma-separated JSON values, e.g. --grid optimizer_spec.learning_rate=1e-3,3e-4")
+    tune.add_argument("--num-samples", type=int, default=1,
+                      help="runs of every grid point, with seeds --seed, --seed + 1, ... (default 1)")
+    tune_budget = tune.add_mutually_exclusive_group()
+    tune_budget.add_argument("--steps", type=int, default=None, help="environment steps per trial")
+    tune_budget.add_argument("--seconds", type=float, default=None, help="wall seconds per trial")
+    tune.add_argument("--scheduler", choices=["fifo", "asha"], default="fifo",
+                      help="fifo: every trial runs its budget; asha: stop weak trials early on the mean return they "
+                           "report after every training chunk")
+    tune.add_argument("--max-concurrent", type=int, default=None, help="at most this many trials at once")
+    tune.add_argument("--cpus-per-trial", type=float, default=1, help="CPUs Ray Tune reserves per trial (default 1)")
+    tune.add_argument("--ray-address", default=None,
+                      help="Ray cluster HOST:PORT to run the trials on (default: start a local one)")
+    tune.add_argument("--logdir", default=None,
+                      help="the sweep's directory: tune_results.json, best_config.json and a logdir per trial "
+                           "(default runs/tune-...)")
+    tune.add_argument("--executor", choices=["local", "ray", "central"], default="local",
+                      help="each trial's engine (as rlgraph train --executor)")
+    tune.add_argument("--env", default=None, help="environment id overriding the config's")
+    tune.add_argument("--backend", choices=["tf", "pytorch"], default=None)
+    tune.add_argument("--seed", type=int, default=0)
+    for command in (train, tune):
+        command.add_argument("--logger", action="append", dest="loggers", default=None,
+                             choices=["tensorboard", "mlflow", "wandb"],
+                             help="where the run's scalars and config go (repeatable; default tensorboard): mlflow "
+                                  "(MLFLOW_TRACKING_URI, else a file store in the logdir) and wandb (offline without "
+                                  "WANDB_API_KEY) need the extras rlgraph[mlflow] / rlgraph[wandb]")
+    for command in (train, evaluate, tune):
         command.add_argument("--set", action="append", dest="overrides", default=[], metavar="KEY.PATH=VALUE",
                              help="override a config value (repeatable): a dotted path, list indices allowed, and "
                                   "a JSON value, e.g. --set optimizer_spec.learning_rate=3e-4 --set "
@@ -228,7 +281,7 @@ def main(argv=None):
     if args.command == "train" and args.resume and not args.logdir:
         parser.error("--resume needs --logdir")
     try:
-        return {"train": _train, "evaluate": _evaluate, "schema": _schema, "plot": _plot,
+        return {"train": _train, "evaluate": _evaluate, "tune": _tune, "schema": _schema, "plot": _plot,
                 "export": _export, "demo": _demo}[args.command](args)
     except RLGraphError as e:
         print(f"rlgraph {args.command}: error: {e}", file=sys.stderr)

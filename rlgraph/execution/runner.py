@@ -152,7 +152,7 @@ def make_engine(config, executor="local", env_id=None, backend=None, seed=0, num
 
 def train(config, executor="local", env_id=None, backend=None, steps=None, seconds=None, logdir=None, seed=0,
           resume=False, num_actors=None, ray_address=None, progress=None, config_name=None, overwrite=False,
-          transport=None, num_learners=None, learner_rank=None, overrides=None):
+          transport=None, num_learners=None, learner_rank=None, overrides=None, loggers=None):
     """Trains an agent from a config on an engine; returns the run's summary (also in ``logdir/summary.json``).
 
     The effective config (``overrides`` applied, ``env_id`` in its ``environment_spec``, the run's backend) is
@@ -176,14 +176,18 @@ def train(config, executor="local", env_id=None, backend=None, steps=None, secon
         progress: Show a progress bar (default: when stderr is a terminal).
         config_name: A name for the default logdir (default: the config file's name or its type).
         overrides: ``KEY.PATH=VALUE`` strings applied to the config (``--set``; see ``load_config``).
+        loggers: Where the scalars go (``--logger``): "tensorboard", "mlflow", "wandb" and/or ``MetricLogger``
+            objects (default TensorBoard only); checked before anything is built.
     """
     from rlgraph.training import Trainer
+    from rlgraph.training.loggers import check_loggers
 
     path = config if not isinstance(config, dict) else None
     config, train_spec = load_config(config, overrides=overrides)
     if resume and not logdir:
         raise RLGraphSpecError("resume needs a logdir (--logdir).")
     check_args(None, RUN_ARG_RULES, dict(steps=steps, seconds=seconds, seed=seed))
+    loggers = check_loggers(loggers)
     # Before anything runs on TensorFlow (it reads the allocator once); every engine's learner process takes it.
     execution = ExecutionSpec.from_config(config)
     execution.apply_tf_cpu_allocator()
@@ -227,13 +231,15 @@ def train(config, executor="local", env_id=None, backend=None, steps=None, secon
         if train_spec["eval_every_steps"]:
             evaluator = lambda: worker.evaluate(eval_env, train_spec["eval_episodes"])  # noqa: E731
         worker.checkpoint_replay = train_spec["checkpoint_replay"]
+        effective = dict(config, environment_spec=environment, backend=agent.backend)
         trainer = Trainer(worker, logdir, max_steps=steps, max_seconds=seconds,
                           target_return=train_spec["target_return"], stop_at_target=train_spec["stop_at_target"],
                           chunk_steps=train_spec["chunk_steps"],
                           checkpoint_every_seconds=train_spec["checkpoint_every_seconds"], resume=resume,
                           metadata=metadata, evaluator=evaluator, eval_every_steps=train_spec["eval_every_steps"],
-                          progress=progress, overwrite=overwrite, keep_checkpoints=train_spec["keep_checkpoints"])
-        _write_config(logdir, dict(config, environment_spec=environment, backend=agent.backend))
+                          progress=progress, overwrite=overwrite, keep_checkpoints=train_spec["keep_checkpoints"],
+                          loggers=loggers, params=effective)
+        _write_config(logdir, effective)
         summary = trainer.train()
         if train_spec["eval_episodes"] and not summary["interrupted"]:
             returns = worker.evaluate(eval_env, train_spec["eval_episodes"])

@@ -25,8 +25,8 @@ def read_scalars(path):
 
     A record cut short at the end (a run still writing) ends the list.
     """
-    from rlgraph.training.trainer import _summary_writer_class
-    _summary_writer_class()  # tensorboardX imported without importing PyTorch.
+    from rlgraph.training.loggers.tensorboard_logger import summary_writer_class
+    summary_writer_class()  # tensorboardX imported without importing PyTorch.
     from tensorboardX.proto.event_pb2 import Event
 
     with open(path, "rb") as f:

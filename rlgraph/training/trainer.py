@@ -1,8 +1,8 @@
-"""Training runs: progress, TensorBoard scalars, checkpoints and resume, summary and learning curve."""
+"""Training runs: progress, scalars (TensorBoard and other trackers), checkpoints and resume, summary and learning
+curve."""
 import json
 import logging
 import os
-import re
 import sys
 import time
 from collections import deque
@@ -11,12 +11,13 @@ import numpy as np
 
 from rlgraph.training.checkpoint_store import CheckpointStore
 from rlgraph.training.learning_curve import plot_learning_curve
+from rlgraph.training.loggers import check_loggers, open_loggers
+# Kept importable from here (earlier code and tests import them from the trainer).
+from rlgraph.training.loggers.tensorboard_logger import ScalarWriter as _ScalarWriter  # noqa: F401
+from rlgraph.training.loggers.tensorboard_logger import summary_writer_class as _summary_writer_class  # noqa: F401
 from rlgraph.utils.errors import RLGraphDivergenceError, RLGraphError
 
 logger = logging.getLogger(__name__)
-
-#: What tensorboardX replaces by "_" in scalar tags (``tensorboardX.summary._clean_tag``).
-_INVALID_TAG_CHARACTERS = re.compile(r"[^-/\w\.]")
 
 
 class Trainer:
@@ -24,8 +25,8 @@ class Trainer:
 
     The worker (a ``VectorWorker`` or an execution engine) must offer ``run(num_env_steps) -> dict`` with
     ``env_steps`` (int, steps just taken), ``episodes`` (list of ``(return, length)`` finished since the last
-    call), ``results`` (list of update-result dicts) and optionally ``scalars`` (name -> value, written to
-    TensorBoard), plus ``store(path)`` / ``load(path)`` for its agent's model. A ``summary()`` method's dict
+    call), ``results`` (list of update-result dicts) and optionally ``scalars`` (name -> value, logged with the
+    others), plus ``store(path)`` / ``load(path)`` for its agent's model. A ``summary()`` method's dict
     (an engine's restarts, per-actor throughput, ...) is added to ``summary.json``.
 
     Args:
@@ -49,13 +50,20 @@ class Trainer:
             evaluation that reaches it is confirmed by a second one, and the mean over both must reach it.
         eval_every_steps: Run the evaluator every this many environment steps (its time counts as training
             time, so that time-to-target figures are honest).
+        loggers: Where the scalars go: names of ``rlgraph.training.loggers.LOGGERS`` ("tensorboard", "mlflow",
+            "wandb") and/or ``MetricLogger`` objects (default: TensorBoard only). Checked here, opened by ``train``.
+        params: The run's config, logged (flattened to dotted keys) as the trackers' params.
     """
 
     def __init__(self, worker, logdir, max_steps=None, max_seconds=None, target_return=None, stop_at_target=False,
                  chunk_steps=1000, checkpoint_every_seconds=60.0, resume=False, metadata=None, progress=None,
-                 evaluator=None, eval_every_steps=None, overwrite=False, keep_checkpoints=3):
+                 evaluator=None, eval_every_steps=None, overwrite=False, keep_checkpoints=3, loggers=None,
+                 params=None):
         if max_steps is None and max_seconds is None:
             raise RLGraphError("Trainer needs max_steps or max_seconds.")
+        self.loggers = check_loggers(loggers)
+        self.params = params
+        self.trackers = {}
         self.worker = worker
         self.logdir = logdir
         self.max_steps = max_steps
@@ -128,7 +136,8 @@ class Trainer:
         """Runs until the budget is spent (or Ctrl-C); returns the summary dict."""
         from tqdm import tqdm
 
-        writer = _ScalarWriter(_summary_writer_class()(self.logdir))
+        writer = open_loggers(self.loggers, self.logdir, params=self.params, resume=self.resumed)
+        self.trackers = writer.describe()
         start = time.perf_counter() - self.state["wall_seconds"]
         last_checkpoint = time.perf_counter()
         recent = deque(maxlen=20)
@@ -175,18 +184,21 @@ class Trainer:
         except KeyboardInterrupt:
             interrupted = True
             logger.warning("Interrupted: writing a checkpoint to %s.", self.checkpoint_dir)
-        except Exception as e:
-            # A failing run writes no checkpoint: the last good one stays current.
+        except BaseException as e:
+            # A failing run writes no checkpoint: the last good one stays current. (A BaseException other than
+            # Ctrl-C: the process is told to end, e.g. a sweep's scheduler stopping a trial.)
             bar.close()
-            writer.close()
-            self._raise_if_diverged(e)
+            failed = isinstance(e, Exception)
+            writer.close("failed" if failed else "killed")
+            if failed:
+                self._raise_if_diverged(e)
             raise
         bar.close()
         try:
             self.state["wall_seconds"] = time.perf_counter() - start
             self.save_checkpoint()
         finally:
-            writer.close()
+            writer.close("interrupted" if interrupted else "finished")
         if self._graph_written:
             self._write_graph()  # The graphs of API methods first called after the first chunk.
         return self._finish(interrupted)
@@ -290,6 +302,8 @@ class Trainer:
                        interrupted=interrupted)
         if self.nothing_trained:
             summary["nothing_trained"] = self.nothing_trained
+        if self.trackers:
+            summary["trackers"] = self.trackers
         engine_summary = getattr(self.worker, "summary", None)
         if engine_summary is not None:
             summary.update(engine_summary())
@@ -298,65 +312,6 @@ class Trainer:
                             st["episode_returns"], self.target_return,
                             title=f"{self.metadata.get('agent', '')} {self.metadata.get('env', '')}".strip())
         return summary
-
-
-class _ScalarWriter:
-    """Buffers scalars and writes each step's as one TensorBoard event (``flush``, ``close``).
-
-    tensorboardX hands every ``add_scalar`` to its writer thread through a process queue (about 60 us each):
-    a run with many short episodes (two scalars each) would spend a large part of its time there. The events
-    read back as the same scalars (tag, value, step), in the same order.
-
-    Args:
-        writer: A tensorboardX ``SummaryWriter``.
-    """
-
-    def __init__(self, writer):
-        self.writer = writer
-        self.pending = []  # (step, tag, value)
-
-    def add_scalar(self, tag, value, step):
-        self.pending.append((int(step), _INVALID_TAG_CHARACTERS.sub("_", tag).lstrip("/"), float(value)))
-
-    def flush(self):
-        """Writes the buffered scalars: one event per step."""
-        if not self.pending:
-            return
-        from tensorboardX.proto.summary_pb2 import Summary
-        by_step = {}
-        for step, tag, value in self.pending:
-            by_step.setdefault(step, []).append(Summary.Value(tag=tag, simple_value=value))
-        self.pending = []
-        file_writer = self.writer._get_file_writer()
-        for step, values in by_step.items():
-            file_writer.add_summary(Summary(value=values), step)
-
-    def close(self):
-        """Flushes and closes the writer."""
-        try:
-            self.flush()
-        finally:
-            self.writer.close()
-
-
-def _summary_writer_class():
-    """tensorboardX's ``SummaryWriter``, imported without importing PyTorch where it is not loaded yet.
-
-    tensorboardX imports torch at its import only to accept torch tensors as values (the trainer passes
-    floats); on the TensorFlow backend that would add PyTorch's import (about a second) to every run's
-    start-up. While tensorboardX is imported, ``import torch`` fails (a ``None`` entry in ``sys.modules``),
-    which tensorboardX handles; the entry is removed right after, so torch stays importable.
-    """
-    if "tensorboardX" in sys.modules or "torch" in sys.modules:
-        from tensorboardX import SummaryWriter
-        return SummaryWriter
-    sys.modules["torch"] = None
-    try:
-        from tensorboardX import SummaryWriter
-    finally:
-        if "torch" in sys.modules and sys.modules["torch"] is None:
-            del sys.modules["torch"]
-    return SummaryWriter
 
 
 def _finite(value):
