@@ -69,9 +69,13 @@ LAYERS = ["neural-network/conv2d", "neural-network/conv2d-1", "neural-network/co
 
 
 def load_config(**overrides):
-    """``configs/appo_pong.json``; overrides: ``num_envs``, ``unroll_length`` (the smoke test shrinks them)."""
+    """``configs/appo_pong.json``; overrides: ``num_envs``, ``unroll_length`` (the smoke test shrinks them).
+
+    The learner takes minibatches of whole trajectories, as the bare training pass does (the cost per sample
+    of minibatches of samples is the same network pass plus one ``calc_targets`` pass per epoch)."""
     with open(os.path.join(ROOT, "configs", "appo_pong.json")) as f:
         config = json.load(f)
+    config["minibatch_unit"] = "trajectories"
     if "num_envs" in overrides:
         config["environment_spec"] = dict(config["environment_spec"], num_envs=overrides.pop("num_envs"))
     config.update(overrides)
