@@ -27,6 +27,9 @@ class Actor:
         timesteps: Environment steps this actor has taken (drives its exploration schedule).
     """
 
+    #: The keys of the extras ``get_actions`` returns (``observe`` refuses other keywords).
+    extras_keys = ("weights_version",)
+
     def __init__(self, agent):
         self.agent = agent
         self.executor = agent.executor

@@ -40,6 +40,8 @@ class DQNActor(Actor):
         return self.epsilons
 
     def make_step(self, states, actions, rewards, next_states, terminals, truncations, extras):
+        if "weights_version" not in extras:
+            self.require_extras(extras, ("weights_version",))
         self.timesteps += len(terminals)
         return dict(states=states, actions=actions, rewards=rewards, next_states=next_states, terminals=terminals,
                     truncations=truncations, weights_version=extras["weights_version"])

@@ -18,6 +18,8 @@ class IMPALAActor(Actor):
     from which the learner bootstraps that step).
     """
 
+    extras_keys = ("weights_version", "log_probs", "values", "step_internal_states", "internal_states")
+
     def initial_internal_states(self, num_envs):
         agent, parts = self.agent, []
         if agent.recurrent:
@@ -74,7 +76,7 @@ class IMPALAActor(Actor):
 
     def make_step(self, states, actions, rewards, next_states, terminals, truncations, extras):
         agent = self.agent
-        self.require_extras(extras, ("log_probs", "values"))
+        self.require_extras(extras, ("log_probs", "values", "weights_version"))
         n = len(terminals)
         self.timesteps += n
         rewards = np.asarray(rewards, np.float32)

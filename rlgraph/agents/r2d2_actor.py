@@ -22,6 +22,8 @@ class R2D2Actor(Actor):
     or a list), set by engines with ``set_epsilons``, or the agent's schedule when ``actor_epsilons`` is None.
     """
 
+    extras_keys = ("internal_states", "step_internal_states", "weights_version")
+
     def __init__(self, agent):
         super().__init__(agent)
         self.epsilons = None
@@ -76,7 +78,7 @@ class R2D2Actor(Actor):
                              weights_version=self._versions(actions))
 
     def make_step(self, states, actions, rewards, next_states, terminals, truncations, extras):
-        self.require_extras(extras, ("internal_states", "step_internal_states"))
+        self.require_extras(extras, ("internal_states", "step_internal_states", "weights_version"))
         num_envs = len(terminals)
         self.timesteps += num_envs
         actions = np.asarray(actions)

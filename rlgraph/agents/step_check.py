@@ -1,9 +1,11 @@
 """Checks of one observed environment step, before anything of it reaches an actor, builder or learner."""
+import difflib
+
 import numpy as np
 import optree
 
 from rlgraph.spaces import BoxSpace, FloatBox, IntBox, TextBox
-from rlgraph.utils.errors import RLGraphSpaceError
+from rlgraph.utils.errors import RLGraphAPIError, RLGraphSpaceError
 
 
 def _describe(x):
@@ -28,14 +30,17 @@ class StepCheck:
       or ``5`` for two actions are refused); continuous actions finite (they may leave the box: a policy's
       samples do, the environment gets them clipped);
     - ``rewards``: finite numbers; ``terminals``/``truncations``: bools, or numbers that are all 0 or 1
-      (strings such as ``"no"`` are refused, not read as True); ``env_ids``: integers.
+      (strings such as ``"no"`` are refused, not read as True); ``env_ids``: integers;
+    - extras: only the keys the actor's ``get_actions`` returns (``extras_keys``; any other keyword raises an
+      ``RLGraphAPIError`` naming it), each with one row per environment.
 
     ``check`` returns the arguments converted to the spaces' dtypes, or raises ``RLGraphSpaceError`` naming
     the argument, what was expected and what was received.
     """
 
-    def __init__(self, owner, state_space, action_space):
+    def __init__(self, owner, state_space, action_space, extras_keys=None):
         self.owner = owner
+        self.extras_keys = None if extras_keys is None else frozenset(extras_keys)
         self.state_space, self.action_space = state_space, action_space
         self._batched_states = state_space.with_batch_rank()
         self._batched_actions = action_space.with_batch_rank()
@@ -103,6 +108,16 @@ class StepCheck:
                                       f"{np.shape(leaf)}.")
         return value
 
+    def unknown_extras(self, extras):
+        """Raises the error for keywords of ``observe`` that are no extras of ``get_actions``."""
+        unknown = sorted(k for k in extras if k not in self.extras_keys)
+        known = sorted(self.extras_keys)
+        close = difflib.get_close_matches(unknown[0], known, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise RLGraphAPIError(f"{self.owner}.observe(): unknown keyword argument(s) {unknown}{hint}: observe takes "
+                              f"states, actions, rewards, next_states, terminals, truncations, env_ids and the extras "
+                              f"that get_actions(..., return_extras=True) returns ({known}), or no extras at all.")
+
     # --- a whole step ---------------------------------------------------------------------------------
     def check(self, states, actions, rewards, next_states, terminals, truncations, env_ids, extras):
         """``(states, actions, rewards, next_states, terminals, truncations, env_ids)``, checked and converted."""
@@ -126,6 +141,8 @@ class StepCheck:
             env_ids = env_ids if type(env_ids) is np.ndarray else np.asarray(env_ids)
             if env_ids.shape != (n,) or env_ids.dtype.kind not in "iu":
                 raise self.error("env_ids", f"expected {n} integer ids (one per row), got {_describe(env_ids)}.")
+        if self.extras_keys is not None and not self.extras_keys.issuperset(extras):
+            self.unknown_extras(extras)
         for key, value in extras.items():
             for leaf in optree.tree_leaves(value):
                 if isinstance(leaf, np.ndarray) and leaf.ndim and leaf.shape[0] != n:

@@ -97,6 +97,50 @@ def space_from_gymnasium(gym_space, add_batch_rank=False, add_time_rank=False, t
     raise RLGraphSpaceError(f"space_from_gymnasium: unsupported gymnasium space {name} ({gym_space!r}).")
 
 
+def gymnasium_batch_size(gym_space):
+    """The number of rows if ``gym_space`` may be gymnasium's ``batch_space`` output (a vector env's
+    ``observation_space`` or ``action_space``), else None.
+
+    Box and MultiBinary of rank >= 2 (a batch of non-scalar spaces): a leading dimension whose rows have equal
+    bounds; MultiDiscrete: a leading dimension whose rows have equal ``nvec`` and ``start`` (a batch of Discrete
+    or MultiDiscrete spaces); Dict and Tuple: children that agree. A single environment's space can pass this
+    test too (e.g. an image Box with equal bounds): see ``vector_env_batch_size`` for a decision.
+    """
+    module = type(gym_space).__module__
+    if not module.startswith("gymnasium"):
+        return None
+    import gymnasium.spaces as gs
+
+    if isinstance(gym_space, (gs.Dict, gs.Tuple)):
+        children = gym_space.spaces.values() if isinstance(gym_space, gs.Dict) else gym_space.spaces
+        sizes = {gymnasium_batch_size(child) for child in children}
+        return sizes.pop() if len(sizes) == 1 else None
+    if isinstance(gym_space, gs.MultiDiscrete):
+        parts = [np.asarray(gym_space.nvec), np.asarray(getattr(gym_space, "start", np.zeros_like(gym_space.nvec)))]
+    elif isinstance(gym_space, gs.Box):
+        parts = [np.asarray(gym_space.low), np.asarray(gym_space.high)]
+    elif isinstance(gym_space, gs.MultiBinary):
+        parts = [np.zeros(gym_space.shape)]
+    else:
+        return None
+    if parts[0].ndim < (1 if isinstance(gym_space, gs.MultiDiscrete) else 2) or parts[0].shape[0] < 1:
+        return None
+    for arr in parts:
+        if not (arr == arr[:1]).all():
+            return None
+    return int(parts[0].shape[0])
+
+
+def vector_env_batch_size(state_space, action_space):
+    """The number of environments if ``state_space`` and ``action_space`` are gymnasium spaces that look like a
+    vector env's batched ``observation_space`` and ``action_space`` (both ``gymnasium_batch_size`` with the
+    same number of rows), else None."""
+    n = gymnasium_batch_size(action_space)
+    if n is None or gymnasium_batch_size(state_space) != n:
+        return None
+    return n
+
+
 def _leaf_space(value, n_strip, ranks):
     arr = np.asarray(value)
     if arr.ndim < n_strip:
