@@ -21,7 +21,7 @@ def _train(args):
                     overwrite=args.overwrite,
                     num_actors=args.num_actors, ray_address=args.ray_address, transport=args.transport,
                     num_learners=args.num_learners, learner_rank=args.learner_rank, overrides=args.overrides,
-                    loggers=args.loggers)
+                    loggers=args.loggers, progress=args.progress)
     logdir = summary.pop("logdir")
     print(json.dumps(summary, indent=1))
     if logdir:
@@ -96,11 +96,12 @@ def _schema(args):
 
 def _plot(args):
     from rlgraph.training.comparison_plot import plot_runs
-    curves = plot_runs(args.runs, output=args.output, x=args.x)
+    curves = plot_runs(args.runs, output=args.output, x=args.x, bands=not args.no_bands)
     for c in curves:
         last = f"{c['returns'][-1]:.1f} at {c['steps'][-1]:,.0f} steps ({c['seconds'][-1]:.1f} s)"
         evals = f", last greedy evaluation {c['eval_returns'][-1]:.1f}" if len(c["eval_returns"]) else ""
-        print(f"{c['logdir']}: mean return {last}{evals}")
+        band = f" [in band {c['band']}]" if c.get("band") else ""
+        print(f"{c['logdir']}: mean return {last}{evals}{band}")
     print(f"Learning curves of {len(curves)} run{'s' if len(curves) != 1 else ''} written to {args.output}")
     return 0
 
@@ -170,12 +171,24 @@ def _demo(args):
     return 0
 
 
+def _version():
+    """The installed package's version (setup.py's metadata), else the source tree's ``rlgraph.__version__``."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("rlgraph")
+    except PackageNotFoundError:
+        from rlgraph import __version__
+        return __version__
+
+
 def main(argv=None):
     # Small networks on few cores run fastest single-threaded; more threads oversubscribe the cores that the
     # environments and the other backend's pools use. Set OMP_NUM_THREADS yourself to change it.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     parser = argparse.ArgumentParser(prog="rlgraph", description="rlgraph command line")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=f"rlgraph {_version()}",
+                        help="print rlgraph's version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
 
     train = sub.add_parser("train", help="train an agent from a JSON config")
@@ -207,6 +220,12 @@ def main(argv=None):
     train.add_argument("--resume", action="store_true", help="continue from the checkpoint in --logdir")
     train.add_argument("--overwrite", action="store_true",
                        help="start a new run in a --logdir that holds an earlier run's checkpoint")
+    shown = train.add_mutually_exclusive_group()
+    shown.add_argument("--progress", action="store_const", const="bar", dest="progress", default=None,
+                       help="show the progress bar even when stderr is not a terminal (default: the bar on a "
+                            "terminal, else a one-line status every 30 s)")
+    shown.add_argument("--quiet", "-q", action="store_const", const="quiet", dest="progress",
+                       help="neither progress bar nor status lines")
 
     evaluate = sub.add_parser("evaluate", help="mean return of the greedy policy of a checkpoint")
     evaluate.add_argument("config", help="the run's config (its logdir's config.json holds the effective one)")
@@ -261,6 +280,9 @@ def main(argv=None):
     plot.add_argument("--x", choices=["steps", "seconds"], default="steps",
                       help="x axis: environment steps or the runs' training seconds (default steps)")
     plot.add_argument("--output", "-o", default="runs_comparison.png", help="the PNG (default runs_comparison.png)")
+    plot.add_argument("--no-bands", action="store_true",
+                      help="one line per run also for runs of one config with several seeds (default: their mean "
+                           "with a min-max band)")
 
     export = sub.add_parser("export", help="write a run's greedy policy as a model that loads without rlgraph")
     export.add_argument("run", metavar="RUN_DIR_OR_CHECKPOINT",
@@ -274,9 +296,14 @@ def main(argv=None):
     demo.add_argument("--backend", choices=["tf", "pytorch"], default=None)
     demo.add_argument("--seed", type=int, default=0)
 
+    for command in sub.choices.values():
+        # -v after the subcommand too (rlgraph train CONFIG -v); SUPPRESS keeps a -v given before it.
+        command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="debug logging")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    # A run's status lines (stderr not a terminal, see Trainer's progress) are INFO messages shown by default.
+    logging.getLogger("rlgraph.progress").setLevel(logging.INFO)
     from rlgraph.utils.errors import RLGraphError
     if args.command == "train" and args.resume and not args.logdir:
         parser.error("--resume needs --logdir")

@@ -102,3 +102,55 @@ def test_plot_overlays_real_runs_over_steps_and_seconds(tmp_path, capsys):
     finally:
         os.chdir(cwd)
     assert (tmp_path / "runs_comparison.png").is_file()
+
+
+def _seed_run(path, seed, points, config_hash="abc123", evals=()):
+    """A synthetic run: TensorBoard events of ``(step, mean_return)`` points and a summary.json."""
+    scalars = [(step, {"episode/mean_return_100": value}) for step, value in points]
+    scalars += [(step, {"evaluation/mean_return": value}) for step, value in evals]
+    _write_events(path, sorted(scalars, key=lambda p: p[0]), ".1")
+    (path / "summary.json").write_text(json.dumps(dict(agent="DQNAgent", env="CartPole-v1", backend="pytorch",
+                                                       executor="local", config_hash=config_hash, seed=seed,
+                                                       target_return=None)))
+    return str(path)
+
+
+def _recorded_figure(monkeypatch):
+    from matplotlib.figure import Figure
+    figures = []
+    save = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda fig, *a, **k: figures.append(fig) or save(fig, *a, **k))
+    return figures
+
+
+def test_seeds_of_one_config_are_a_mean_with_a_band(tmp_path, monkeypatch, capsys):
+    figures = _recorded_figure(monkeypatch)
+    seeds = [_seed_run(tmp_path / f"dqn-seed{s}", s, points, evals=[(200, 50.0)]) for s, points in enumerate([
+        [(100, 10.0), (200, 20.0), (300, 30.0), (400, 40.0)],
+        [(100, 20.0), (250, 50.0), (400, 60.0)],
+        [(50, 0.0), (150, 10.0), (350, 30.0), (450, 45.0)]])]
+    other = _seed_run(tmp_path / "other", 0, [(100, 5.0), (400, 8.0)], config_hash="def456")
+    same_seed = _seed_run(tmp_path / "again", 0, [(100, 1.0), (400, 2.0)], config_hash="def456")
+    out = tmp_path / "bands.png"
+    assert cli_main(["plot"] + seeds + [other, same_seed, "--output", str(out)]) == 0
+    assert out.is_file() and "[in band dqn (seeds 0, 1, 2: mean, min-max)]" in capsys.readouterr().out
+    ax = figures[-1].axes[0]
+    means = [line for line in ax.get_lines() if line.get_gid() == "seed-mean"]
+    assert len(means) == 1 and means[0].get_label() == "dqn (seeds 0, 1, 2: mean, min-max)"
+    xs, ys = means[0].get_xdata(), means[0].get_ydata()
+    assert xs[0] == 100 and xs[-1] == 400 and len(xs) == 200  # The range all seeds cover.
+    at_250 = np.mean([np.interp(250, [100, 200, 300, 400], [10, 20, 30, 40]), 50.0,
+                      np.interp(250, [50, 150, 350, 450], [0, 10, 30, 45])])
+    assert np.interp(250, xs, ys) == pytest.approx(at_250, rel=1e-2)
+    bands = [c for c in ax.collections if c.get_gid() == "seed-band"]
+    assert len(bands) == 1
+    band = bands[0].get_paths()[0].vertices  # Lowest: seed 2 at x=100 (5.0), highest: seed 1 at 400.
+    assert band[:, 1].min() == pytest.approx(5.0) and band[:, 1].max() == pytest.approx(60.0)
+    # The other config, and a second run of its seed, stay lines of their own.
+    labels = [line.get_label() for line in ax.get_lines() if not line.get_label().startswith("_")]
+    assert "other" in labels and "again" in labels
+    # --no-bands: one line per run.
+    assert cli_main(["plot"] + seeds + ["--no-bands", "--output", str(tmp_path / "lines.png")]) == 0
+    ax = figures[-1].axes[0]
+    assert not [c for c in ax.collections if c.get_gid() == "seed-band"]
+    assert {"dqn-seed0", "dqn-seed1", "dqn-seed2"} <= {line.get_label() for line in ax.get_lines()}

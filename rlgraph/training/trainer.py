@@ -18,6 +18,14 @@ from rlgraph.training.loggers.tensorboard_logger import summary_writer_class as 
 from rlgraph.utils.errors import RLGraphDivergenceError, RLGraphError
 
 logger = logging.getLogger(__name__)
+#: The status lines of runs without a progress bar (``rlgraph train`` shows them at INFO unless ``--quiet``).
+status_logger = logging.getLogger("rlgraph.progress")
+
+#: Wall seconds between two status lines of a run without a terminal (``Trainer(status_every_seconds=...)``).
+STATUS_EVERY_SECONDS = 30.0
+
+#: What ``Trainer(progress=...)`` may be, besides True (the bar), False (nothing) and None (auto).
+PROGRESS_MODES = ("bar", "status", "quiet")
 
 
 class Trainer:
@@ -44,7 +52,11 @@ class Trainer:
         overwrite: Start a new run in a ``logdir`` that holds a checkpoint (without it, that is refused).
         keep_checkpoints: How many checkpoints to keep.
         metadata: Written into ``summary.json`` (e.g. agent type, backend, environment id).
-        progress: Show a live progress bar (default: when stderr is a terminal).
+        progress: How the run shows its progress: "bar" (or True) a live progress bar, "status" a one-line status
+            (env steps, steps/s, mean return of the last 100 episodes, last greedy evaluation) logged to
+            ``rlgraph.progress`` at INFO every ``status_every_seconds``, "quiet" (or False) neither. Default:
+            the bar when stderr is a terminal, else the status lines.
+        status_every_seconds: Wall seconds between status lines (default ``STATUS_EVERY_SECONDS``).
         evaluator: A callable returning the returns of greedy evaluation episodes. With it, the target counts
             as reached when an evaluation's mean return reaches it (instead of the training episodes'); an
             evaluation that reaches it is confirmed by a second one, and the mean over both must reach it.
@@ -58,7 +70,7 @@ class Trainer:
     def __init__(self, worker, logdir, max_steps=None, max_seconds=None, target_return=None, stop_at_target=False,
                  chunk_steps=1000, checkpoint_every_seconds=60.0, resume=False, metadata=None, progress=None,
                  evaluator=None, eval_every_steps=None, overwrite=False, keep_checkpoints=3, loggers=None,
-                 params=None):
+                 params=None, status_every_seconds=None):
         if max_steps is None and max_seconds is None:
             raise RLGraphError("Trainer needs max_steps or max_seconds.")
         self.loggers = check_loggers(loggers)
@@ -73,7 +85,10 @@ class Trainer:
         self.chunk_steps = int(chunk_steps)
         self.checkpoint_every_seconds = checkpoint_every_seconds
         self.metadata = dict(metadata or {})
-        self.progress = sys.stderr.isatty() if progress is None else progress
+        self.progress_mode = _progress_mode(progress)
+        self.progress = self.progress_mode == "bar"
+        self.status_every_seconds = float(STATUS_EVERY_SECONDS if status_every_seconds is None
+                                          else status_every_seconds)
         self.evaluator = evaluator
         self.eval_every_steps = eval_every_steps
         if evaluator is not None and not eval_every_steps:
@@ -140,6 +155,7 @@ class Trainer:
         self.trackers = writer.describe()
         start = time.perf_counter() - self.state["wall_seconds"]
         last_checkpoint = time.perf_counter()
+        last_status = time.perf_counter()
         recent = deque(maxlen=20)
         bar = tqdm(total=self.max_steps, initial=self.state["env_steps"], unit="step", disable=not self.progress,
                    dynamic_ncols=True, mininterval=0.5)
@@ -177,6 +193,10 @@ class Trainer:
                                 mean_return=f"{self.mean_return():.1f}",
                                 loss="-" if loss is None else f"{float(loss):.4g}", refresh=False)
                 writer.flush()
+                if self.progress_mode == "status" and \
+                        time.perf_counter() - last_status >= self.status_every_seconds:
+                    self._log_status(rate, time.perf_counter() - start)
+                    last_status = time.perf_counter()
                 if time.perf_counter() - last_checkpoint >= self.checkpoint_every_seconds:
                     self.state["wall_seconds"] = time.perf_counter() - start
                     self.save_checkpoint()
@@ -202,6 +222,16 @@ class Trainer:
         if self._graph_written:
             self._write_graph()  # The graphs of API methods first called after the first chunk.
         return self._finish(interrupted)
+
+    def _log_status(self, rate, elapsed):
+        """One status line (a run without a progress bar): steps, steps/s, recent return, last evaluation."""
+        st = self.state
+        total = f"/{self.max_steps:,}" if self.max_steps is not None else ""
+        evaluation = st["evaluations"][-1] if st["evaluations"] else None
+        status_logger.info("%s: %s%s env steps, %s steps/s, %d episodes, mean return (last 100) %.1f, "
+                           "last evaluation %s, %.0f s", self.logdir, f"{st['env_steps']:,}", total, f"{rate:,.0f}",
+                           st["episodes"], self.mean_return(), "-" if evaluation is None else
+                           f"{evaluation[2]:.1f} at {evaluation[0]:,} steps", elapsed)
 
     def _write_graph(self):
         """The learner's graph beside the run (``graph.txt``; TF: TensorBoard's Graphs tab, under ``graphs/``),
@@ -309,9 +339,23 @@ class Trainer:
             summary.update(engine_summary())
         self.write_summary(summary)
         plot_learning_curve(os.path.join(self.logdir, "learning_curve.png"), st["episode_steps"],
-                            st["episode_returns"], self.target_return,
+                            st["episode_returns"], self.target_return, evaluations=st["evaluations"],
                             title=f"{self.metadata.get('agent', '')} {self.metadata.get('env', '')}".strip())
         return summary
+
+
+def _progress_mode(progress):
+    """``Trainer(progress=...)`` as one of ``PROGRESS_MODES``."""
+    if progress is None:
+        return "bar" if sys.stderr.isatty() else "status"
+    if progress is True:
+        return "bar"
+    if progress is False:
+        return "quiet"
+    if progress not in PROGRESS_MODES:
+        raise RLGraphError(f"Trainer: progress must be one of {', '.join(PROGRESS_MODES)}, True, False or None, "
+                           f"got {progress!r}.")
+    return progress
 
 
 def _finite(value):
