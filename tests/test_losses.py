@@ -277,30 +277,41 @@ def np_appo(args, clip_ratio, value_clipping, normalize, gamma=0.99, w_v=0.5, w_
     return per_step.mean(), per_step.mean(axis=0), grad_log_probs
 
 
+#: APPO's loss also takes given targets and advantages (``loss_from_targets``).
+APPO_SPACES = dict(IMPALA_SPACES, behaviour_values=SEQ, vs=SEQ, advantages=SEQ)
+
+
 @pytest.mark.parametrize("value_clipping,normalize", [(None, False), (0.2, True)])
 def test_appo_loss_matches_numpy(backend, value_clipping, normalize):
     args = unroll(5)
     ratio = np.exp(args[0] - args[1])
     assert ((ratio > 1.1) | (ratio < 0.9)).mean() > 0.3, "PPO clipping must be active in this test"
-    spaces = dict(IMPALA_SPACES, behaviour_values=SEQ)
     loss_fn = APPOLossFunction(clip_ratio=0.1, value_clipping=value_clipping, normalize_advantages=normalize)
-    test = ComponentTest(loss_fn, spaces, backend=backend)
+    test = ComponentTest(loss_fn, APPO_SPACES, backend=backend)
     loss, per_item, grad_log_probs = np_appo(args, 0.1, value_clipping, normalize)
     test.test(("loss", args), expected_outputs=loss, decimals=4)
     test.test(("loss_per_item", args), expected_outputs=per_item, decimals=4)
+    # The same loss from V-trace's targets given (as minibatches of samples get them), and those targets.
+    log_probs, behaviour, entropies, values, bootstrap, rewards, terminals, old_values = args
+    vs, adv = np_v_trace(log_probs - behaviour, 0.99 * (1.0 - terminals), np.clip(rewards, -1, 1), values, bootstrap)
+    test.test(("targets", [log_probs, behaviour, values, bootstrap, rewards, terminals]), expected_outputs=(vs, adv),
+              decimals=4)
+    test.test(("loss_from_targets", [log_probs, behaviour, entropies, values, vs.astype(np.float32),
+                                     adv.astype(np.float32), old_values]), expected_outputs=loss, decimals=4)
     if not normalize:  # Gradients flow through the ratio only where the unclipped term is the minimum.
         np.testing.assert_allclose(eager_gradient(backend, test.component, "loss", args, 0), grad_log_probs, atol=1e-5)
         np.testing.assert_array_equal(eager_gradient(backend, test.component, "loss", args, 1), 0.0)
 
 
 def test_appo_loss_backends_agree():
-    run_on_backends(lambda: APPOLossFunction(value_clipping=0.5), dict(IMPALA_SPACES, behaviour_values=SEQ),
+    run_on_backends(lambda: APPOLossFunction(value_clipping=0.5), APPO_SPACES,
                     [("loss", unroll(6)), ("loss_per_item", unroll(7))], decimals=4)
 
 
 def test_appo_value_clipping_needs_behaviour_values(backend):
     with pytest.raises(RLGraphSpaceError, match="behaviour_values"):
-        ComponentTest(APPOLossFunction(value_clipping=0.2), IMPALA_SPACES, backend=backend)
+        ComponentTest(APPOLossFunction(value_clipping=0.2), dict(APPO_SPACES, behaviour_values=None),
+                      backend=backend)
 
 
 # --- R2D2 -----------------------------------------------------------------------------------------------
