@@ -18,16 +18,16 @@ class APPOAgent(IMPALAAgent):
     per epoch, as PPO draws them; V-trace's targets and advantages computed for the whole unrolls with the
     weights at the epoch's start) or whole trajectories (environment columns, shuffled per epoch; V-trace
     recomputed in each step on the minibatch's trajectories, as Sample Factory does). Minibatches of a few
-    trajectories are strongly correlated samples: on pixel Catch, 4 minibatches of 2 of 8 trajectories of 128
-    steps learned about 2.5x slower per env step than 4 minibatches of 256 samples (both in the single-file PPO,
-    ``benchmarks/ppo_atari.py``, and in rlgraph). The
+    trajectories are strongly correlated samples: on pixel Catch (``configs/appo_catch.json``, 4 seeds) APPO
+    needed a median of 111k env steps to a mean return of 3 with trajectory minibatches against 66k with
+    sample minibatches (the single-file PPO, ``benchmarks/ppo_atari.py``: 74k; ``docs/atari.md``). The
     policy lag of a sample is the number of updates between the step that produced it (its policy version)
-    and the optimizer step that learns from it; columns holding samples older than ``max_policy_lag`` are
-    left out of that step, and counted in "dropped_samples" of the update's results.
+    and the optimizer step that learns from it; samples (with trajectory minibatches: columns holding
+    samples) older than ``max_policy_lag`` are left out of that step, and counted in "dropped_samples".
 
     Args:
         num_epochs: Passes over each unroll.
-        num_minibatches: Minibatches (of environment columns) per pass.
+        num_minibatches: Minibatches per pass.
         max_policy_lag: The largest policy lag learned from (None: no limit).
         minibatch_unit: "samples", "trajectories" or "auto": samples where the network is feed-forward (no LSTM,
             no previous action and reward inputs), the loss averages over time steps (``time_reduction``

@@ -16,10 +16,11 @@ class IMPALALearner(Learner):
 
     ``add_items`` queues ``UnrollBuilder`` items (time-major unrolls of any number of environment columns);
     ``update()`` learns from all queued columns at once: ``num_epochs`` passes, each split into
-    ``num_minibatches`` minibatches of columns (whole trajectories, shuffled per pass), one optimizer step
-    each. The policy lag of a sample is the learner's version at that step minus the version that acted on
-    it (carried with the sample); columns holding samples older than ``max_policy_lag`` are left out of the
-    step and counted in "dropped_samples".
+    ``num_minibatches`` minibatches, one optimizer step each: of columns (whole trajectories, shuffled per
+    pass) or, with APPO's ``minibatch_unit="samples"``, of time steps of any column (``_learn_samples``). The
+    policy lag of a sample is the learner's version at that step minus the version that acted on it (carried
+    with the sample); samples (columns holding them) older than ``max_policy_lag`` are left out of the step
+    and counted in "dropped_samples".
     """
 
     def __init__(self, agent):
