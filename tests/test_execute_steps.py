@@ -63,6 +63,17 @@ def count_calls(agent, name):
     return lambda: calls.count(name)
 
 
+def assert_same_updates(fused, stepped, out_fused, out_stepped):
+    """The two agents end with the same weights, and their updates returned the same results."""
+    a, b = fused.executor.get_weights(trainable_only=False), stepped.executor.get_weights(trainable_only=False)
+    for key in a:
+        np.testing.assert_allclose(a[key], b[key], rtol=1e-6, atol=1e-7, err_msg=key)
+    for x, y in zip(out_fused, out_stepped):
+        assert sorted(x) == sorted(y)
+        for key in x:
+            np.testing.assert_allclose(x[key], y[key], rtol=1e-5, atol=1e-7, err_msg=key)
+
+
 def run_updates(agent, batches):
     return [agent.learner.update(b) for b in batches]
 
@@ -78,13 +89,7 @@ def test_fused_update_equals_one_call_per_step(backend, recurrent, monkeypatch):
     out_stepped = run_updates(stepped, batches)
     assert fused_calls() == 3 and step_calls() == 3 * 4 * 2
     assert fused.learner.updates == stepped.learner.updates == 24
-    a, b = fused.executor.get_weights(trainable_only=False), stepped.executor.get_weights(trainable_only=False)
-    for key in a:
-        np.testing.assert_allclose(a[key], b[key], rtol=1e-6, atol=1e-7, err_msg=key)
-    for x, y in zip(out_fused, out_stepped):
-        assert sorted(x) == sorted(y)
-        for key in x:
-            np.testing.assert_allclose(x[key], y[key], rtol=1e-5, atol=1e-7, err_msg=key)
+    assert_same_updates(fused, stepped, out_fused, out_stepped)
     # Each sample is learned from at lags 0..7 (one version per step), averaged.
     assert out_fused[0]["policy_lag_mean"] == pytest.approx(3.5) and out_fused[0]["policy_lag_max"] == 7
 
@@ -102,13 +107,7 @@ def test_sample_minibatches_in_one_call_per_epoch_equal_one_call_per_step(backen
     out_stepped = run_updates(stepped, batches)
     assert fused_calls() == 3 * 4 and targets_calls() == 3 * 4 and step_calls() == 3 * 4 * 2
     assert fused.learner.updates == stepped.learner.updates == 24
-    a, b = fused.executor.get_weights(trainable_only=False), stepped.executor.get_weights(trainable_only=False)
-    for key in a:
-        np.testing.assert_allclose(a[key], b[key], rtol=1e-6, atol=1e-7, err_msg=key)
-    for x, y in zip(out_fused, out_stepped):
-        assert sorted(x) == sorted(y)
-        for key in x:
-            np.testing.assert_allclose(x[key], y[key], rtol=1e-5, atol=1e-7, err_msg=key)
+    assert_same_updates(fused, stepped, out_fused, out_stepped)
     assert out_fused[0]["policy_lag_mean"] == pytest.approx(3.5) and out_fused[0]["policy_lag_max"] == 7
 
 
