@@ -14,6 +14,18 @@ class Backend:
     #: only traces them symbolically.
     build_runs_eagerly = True
 
+    _ops = None
+
+    @property
+    def ops(self):
+        """The table of backend operations graph functions write their maths with (``rlgraph.backends.ops``)."""
+        if self._ops is None:
+            self._ops = self._make_ops()
+        return self._ops
+
+    def _make_ops(self):
+        raise NotImplementedError
+
     def create_variable(self, name, value, trainable, device=None):
         """Creates a variable named ``name`` holding the numpy array ``value``."""
         raise NotImplementedError

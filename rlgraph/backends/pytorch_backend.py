@@ -9,6 +9,10 @@ from rlgraph.utils.backend import torch
 class PyTorchBackend(Backend):
     name = "pytorch"
 
+    def _make_ops(self):
+        from rlgraph.backends.pytorch_ops import PyTorchOps
+        return PyTorchOps()
+
     def normalize_device(self, device):
         if device is None:
             return None

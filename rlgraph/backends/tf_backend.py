@@ -15,6 +15,10 @@ class TFBackend(Backend):
     never run), so build-time runs have no side effects and ``tf.gradients`` works in graph functions."""
 
     name = "tf"
+
+    def _make_ops(self):
+        from rlgraph.backends.tf_ops import TFOps
+        return TFOps()
     build_runs_eagerly = False
 
     def run_build(self, fn):

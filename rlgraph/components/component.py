@@ -164,6 +164,15 @@ class Component(Specifiable):
     def create_variables(self, input_spaces, action_space=None):
         """Creates this component's variables with ``get_variable``; called once all input spaces are known."""
 
+    @property
+    def ops(self):
+        """The operations table of this component's backend (``rlgraph.backends.ops``): graph functions whose
+        backends differ only in spelling are written once with it."""
+        if self.backend is None:
+            raise RLGraphError(f"'{self.global_scope}': the backend operations (self.ops) exist once the "
+                               f"component is built on a backend.")
+        return self.backend.ops
+
     def no_gradient_recording(self):
         """A context for API method bodies whose computations are constants to the loss (e.g. target-network
         passes): the backend records nothing for a backward pass there (``Backend.no_gradient_recording``);
