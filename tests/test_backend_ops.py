@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rlgraph.backends import get_backend
-from rlgraph.backends.ops import BackendOps
+from rlgraph.backends.ops import BackendOps, area_weights, same_padding
 
 RNG = np.random.default_rng(3)
 X = RNG.normal(size=(3, 4)).astype(np.float32)
@@ -82,7 +82,144 @@ CASES = {
     "stop_gradient": (lambda o, x: o.stop_gradient(x), (X,), X),
     "random_uniform": (lambda o, x: o.random_uniform((1000,), 2.0, 3.0, like=x), (X,), None),
     "random_normal": (lambda o, x: o.random_normal((4000,), 1.0, 2.0, like=x), (X,), None),
+    "random_integers": (lambda o, x: o.random_integers((4000,), 2, 7, like=x), (X,), None),
+    "asarray": (lambda o, x: o.asarray(x, "float64"), (X,), X.astype(np.float64)),
+    "asarray_number": (lambda o, x: o.asarray(0.5, "float32", like=x) * x, (X,), 0.5 * X),
+    "ndim": (lambda o, x: o.zeros((o.ndim(x), 1), "float32", like=x), (X,), np.zeros((2, 1), np.float32)),
+    "huber": (lambda o, x: o.huber(2.0 * x, 1.5), (X,),
+              np.where(np.abs(2 * X) <= 1.5, 0.5 * (2 * X) ** 2, 1.5 * (np.abs(2 * X) - 0.75))),
+    "std": (lambda o, x: o.std(x), (X,), X.std()),
+    "std_axis": (lambda o, x: o.std(x, axis=0, keepdims=True), (X,), X.std(0, keepdims=True)),
 }
+
+
+# --- layers, variables, checks and host calls ----------------------------------------------------------------
+def _conv2d_ref(images, kernel, bias, strides, padding):
+    (sh, sw), (kh, kw) = strides, kernel.shape[:2]
+    if padding == "same":
+        _, top, bottom = same_padding(images.shape[1], kh, sh)
+        _, left, right = same_padding(images.shape[2], kw, sw)
+        images = np.pad(images, ((0, 0), (top, bottom), (left, right), (0, 0)))
+    out_h, out_w = (images.shape[1] - kh) // sh + 1, (images.shape[2] - kw) // sw + 1
+    out = np.zeros((images.shape[0], out_h, out_w, kernel.shape[3]), np.float32)
+    for i in range(out_h):
+        for j in range(out_w):
+            patch = images[:, i * sh:i * sh + kh, j * sw:j * sw + kw, :]
+            out[:, i, j, :] = np.einsum("nhwc,hwcf->nf", patch, kernel)
+    return out + bias
+
+
+def _bilinear_weights(size_in, size_out):
+    """Half-pixel-center bilinear interpolation along one axis, ``[size_out, size_in]``."""
+    src = np.maximum((np.arange(size_out) + 0.5) * size_in / size_out - 0.5, 0.0)
+    low = np.floor(src).astype(int)
+    high = np.minimum(low + 1, size_in - 1)
+    weights = np.zeros((size_out, size_in))
+    np.add.at(weights, (np.arange(size_out), low), 1.0 - (src - low))
+    np.add.at(weights, (np.arange(size_out), high), src - low)
+    return weights
+
+
+_VARIABLES = {}
+
+
+def _variable(o, value):
+    """A variable holding ``value``: created once per backend and shape (TF traces a ``tf.function`` twice when
+    it creates variables, the second time without creating any), set to ``value`` with ``assign``."""
+    value = np.asarray(value)
+    key = (o.name, value.shape, value.dtype.name)
+    if key not in _VARIABLES:
+        _VARIABLES[key] = get_backend(o.name).create_variable(f"test-variable-{len(_VARIABLES)}", value,
+                                                             trainable=False)
+    o.assign(_VARIABLES[key], o.constant(value))
+    return _VARIABLES[key]
+
+
+def _assigned(o, x, value):
+    var = _variable(o, np.zeros((3, 4), np.float32))
+    o.assign(var, value(x))
+    return o.read_value(var)
+
+
+def _read_before_assign(o, x):
+    var = _variable(o, X)
+    before = o.read_value(var)
+    o.assign(var, x * 0.0)
+    return before + o.read_value(var)
+
+
+def _scattered(o, x):
+    var = _variable(o, np.zeros((5, 4), np.float32))
+    o.scatter_update(var, o.asarray([3, 0], "int64", like=x), x[:2])
+    return o.read_value(var)
+
+
+def _scattered_many(o, x, y):
+    var = _variable(o, np.zeros((7, 4), np.float32))
+    o.scatter_update(var, o.asarray([6, 0, 4, 2, 5], "int64", like=x), o.concat([x, y[:2]], 0))
+    return o.read_value(var)
+
+
+IMAGES = np.concatenate([X, Y], -1).reshape(1, 3, 4, 2)
+KERNEL = Y.reshape(2, 1, 2, 3)
+_scatter_ref = np.zeros((5, 4), np.float32)
+_scatter_ref[[3, 0]] = X[:2]
+_scatter_many_ref = np.zeros((7, 4), np.float32)
+_scatter_many_ref[[6, 0, 4, 2, 5]] = np.concatenate([X, Y[:2]])
+
+CASES.update({
+    "tensordot": (lambda o, x, y: o.tensordot(x, y[0], 1), (X, Y), X @ Y[0]),
+    "tensordot_matrix": (lambda o, x, y: o.tensordot(x, o.transpose(y, (1, 0)), 1), (X, Y), X @ Y.T),
+    "tensordot_axes": (lambda o, x, y: o.tensordot(x, y, 2), (X, Y), np.tensordot(X, Y, 2)),
+    "linear": (lambda o, x, y: o.linear(x, o.transpose(y, (1, 0)), y[0, :3]), (X, Y), X @ Y.T + Y[0, :3]),
+    "linear_3d": (lambda o, x, y: o.linear(o.stack([x, y], 1), o.transpose(y, (1, 0)), y[1, :3]), (X, Y),
+                  np.stack([X, Y], 1) @ Y.T + Y[1, :3]),
+    "linear_no_bias": (lambda o, x, y: o.linear(x, o.transpose(y, (1, 0))), (X, Y), X @ Y.T),
+    "conv2d": (lambda o, x, y: o.conv2d(o.reshape(o.concat([x, y], -1), (1, 3, 4, 2)), o.reshape(y, (2, 1, 2, 3)),
+                                        y[0, :3]), (X, Y), _conv2d_ref(IMAGES, KERNEL, Y[0, :3], (1, 1), "valid")),
+    "conv2d_same": (lambda o, x, y: o.conv2d(o.reshape(o.concat([x, y], -1), (1, 3, 4, 2)),
+                                             o.reshape(y, (2, 1, 2, 3)), strides=(2, 2), padding="same"), (X, Y),
+                    _conv2d_ref(IMAGES, KERNEL, 0.0, (2, 2), "same")),
+    "resize_images": (lambda o, x: o.resize_images(o.reshape(x, (1, 3, 4, 1)), (5, 6)), (X,),
+                      np.einsum("ih,nhwc,jw->nijc", _bilinear_weights(3, 5), X.reshape(1, 3, 4, 1),
+                                _bilinear_weights(4, 6)).astype(np.float32)),
+    "resize_images_area": (lambda o, x: o.resize_images(o.reshape(x, (1, 3, 4, 1)), (2, 3), "area"), (X,),
+                           np.einsum("ih,nhwc,jw->nijc", area_weights(3, 2), X.reshape(1, 3, 4, 1),
+                                     area_weights(4, 3))),
+    "ascontiguousarray": (lambda o, x: o.ascontiguousarray(o.transpose(x, (1, 0))), (X,), X.T),
+    "multiply": (lambda o, i: o.multiply(i, 0.5, "float32"), (I,), I * np.float32(0.5)),
+    "multiply_float": (lambda o, x, y: o.multiply(x, y), (X, Y), X * Y),
+    "divide": (lambda o, i: o.divide(i, 3.0, "float32"), (I,), I.astype(np.float32) / np.float32(3.0)),
+    "divide_float": (lambda o, x, y: o.divide(x, y, "float32"), (X, Y), X / Y),
+    "assign": (lambda o, x: _assigned(o, x, lambda v: v * 2.0), (X,), 2 * X),
+    "assign_number": (lambda o, x: _assigned(o, x, lambda v: 1.5), (X,), np.full((3, 4), 1.5, np.float32)),
+    "read_value": (_read_before_assign, (X,), X),
+    "scatter_update": (_scattered, (X,), _scatter_ref),
+    "scatter_update_many": (_scattered_many, (X, Y), _scatter_many_ref),
+    "check": (lambda o, x: o.check(True, "never", o.check(o.all(o.equal(x, x)), "never fails", (x,))[0]), (X,), X),
+    "host_call": (lambda o, x: o.host_call(lambda a, k: [a * k + 1.0], [x, 2.0], [(np.float32, (None, 4))])[0],
+                  (X,), 2 * X + 1),
+})
+
+
+def test_failing_check_and_host_call_raise_runtime_errors(backend):
+    """A failed ``check`` and an ``RLGraphError`` in a ``host_call``'s function: ``RLGraphRuntimeError`` with the
+    message (TensorFlow: an assertion failing at run time; the executor turns it into ``RLGraphRuntimeError``)."""
+    from rlgraph.utils.errors import RLGraphError, RLGraphRuntimeError
+
+    def fail(a):
+        raise RLGraphError("the host side failed")
+
+    expected = RLGraphRuntimeError
+    if backend == "tf":
+        import tensorflow as tf
+        expected = (RLGraphRuntimeError, tf.errors.InvalidArgumentError)
+    with pytest.raises(expected, match="x must be positive"):
+        _run(backend, lambda o, x: o.check(o.all(x > 0.0), "x must be positive", x), (X,), traced=True)
+    with pytest.raises(RLGraphRuntimeError, match="x is empty"):
+        _run(backend, lambda o, x: (o.check(False, "x is empty"), x)[1], (X,), traced=False)
+    with pytest.raises(expected, match="the host side failed"):
+        _run(backend, lambda o, x: o.host_call(fail, [x], [(np.float32, (None, 4))])[0], (X,), traced=True)
 
 
 def _case(name):
@@ -117,6 +254,9 @@ def _check(backend, name, traced):
         return
     if name == "random_normal":
         assert abs(out.mean() - 1.0) < 0.15 and abs(out.std() - 2.0) < 0.15
+        return
+    if name == "random_integers":
+        assert out.dtype == np.int64 and set(np.unique(out)) == {2, 3, 4, 5, 6}
         return
     assert out.shape == np.shape(expected), name
     assert out.dtype == np.asarray(expected).dtype or np.issubdtype(out.dtype, np.floating), (out.dtype, name)

@@ -320,7 +320,7 @@ def test_sequence_replay_takes_sequence_builder_output(backend):
         uid = (100 * ids + t + 1).astype(np.float32)
         step = {"obs": np.stack([uid, uid + 0.5], -1), "terminals": rng.random(4) < 0.2,
                 "internal_states": (uid[:, None] * np.array([1.0, 2.0, 3.0], np.float32), -uid[:, None])}
-        out = builder.add(ids, step, step["terminals"])
+        out = builder.add(ids, dict(step, dones=step["terminals"]))
         if out is not None:
             out.pop("env_ids")
             test.test(("insert_records", [out]))

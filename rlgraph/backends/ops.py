@@ -29,6 +29,26 @@ def numpy_dtype(dtype):
     return np.dtype(name)
 
 
+def area_weights(size_in, size_out):
+    """The ``[size_out, size_in]`` matrix of exact area (box-filter) interpolation along one axis.
+
+    Output pixel i covers the input interval ``[i * s, (i + 1) * s)`` with ``s = size_in / size_out``; each
+    input pixel is weighted by the length of its overlap with that interval, divided by ``s``.
+    """
+    scale = size_in / size_out
+    lows = np.arange(size_out)[:, None] * scale
+    pixels = np.arange(size_in)[None, :]
+    overlap = np.minimum(lows + scale, pixels + 1) - np.maximum(lows, pixels)
+    return (np.maximum(overlap, 0.0) / scale).astype(np.float32)
+
+
+def same_padding(size, kernel, stride):
+    """TensorFlow's "same" padding along one axis: (output size, pad before, pad after)."""
+    out = -(-size // stride)
+    total = max((out - 1) * stride + kernel - size, 0)
+    return out, total // 2, total - total // 2
+
+
 class BackendOps:
     """The operations graph functions call, one spelling for every backend.
 
@@ -47,6 +67,11 @@ class BackendOps:
     def cast(self, x, dtype):
         raise NotImplementedError
 
+    def asarray(self, x, dtype=None, like=None):
+        """``x`` (a tensor, a Python number or a numpy array) as a tensor of ``dtype`` (None: its own), as
+        ``np.asarray``; a tensor that already is one is returned as it is."""
+        raise NotImplementedError
+
     def dtype(self, x):
         """The numpy dtype of tensor ``x``."""
         raise NotImplementedError
@@ -57,6 +82,10 @@ class BackendOps:
     # --- shapes ------------------------------------------------------------------------------------------
     def shape(self, x):
         """The shape of ``x`` as a tuple of Python ints (None for an axis unknown while tracing)."""
+        raise NotImplementedError
+
+    def ndim(self, x):
+        """The number of axes of ``x`` (a Python int, also while tracing)."""
         raise NotImplementedError
 
     def reshape(self, x, shape):
@@ -134,6 +163,11 @@ class BackendOps:
     def relu(self, x):
         raise NotImplementedError
 
+    def huber(self, x, delta=1.0):
+        """The Huber loss of ``x``, elementwise: ``0.5 x^2`` where ``|x| <= delta``, else
+        ``delta (|x| - delta / 2)`` (Huber 1964)."""
+        raise NotImplementedError
+
     def minimum(self, a, b):
         """Elementwise minimum; either argument may be a Python number."""
         raise NotImplementedError
@@ -172,6 +206,10 @@ class BackendOps:
         raise NotImplementedError
 
     def min(self, x, axis=None, keepdims=False):
+        raise NotImplementedError
+
+    def std(self, x, axis=None, keepdims=False):
+        """The standard deviation (``np.std``: divided by the count, ``ddof=0``)."""
         raise NotImplementedError
 
     def all(self, x, axis=None):
@@ -223,6 +261,97 @@ class BackendOps:
         raise NotImplementedError
 
     def random_normal(self, shape, mean=0.0, stddev=1.0, dtype="float32", like=None):
+        raise NotImplementedError
+
+    def random_integers(self, shape, low, high, dtype="int64", like=None):
+        """Integers uniform in ``[low, high)`` (``high`` excluded, as numpy's ``Generator.integers``)."""
+        raise NotImplementedError
+
+    # --- arithmetic in a dtype -----------------------------------------------------------------------------
+    def multiply(self, a, b, dtype=None):
+        """``a * b`` computed in ``dtype`` (None: as ``*`` would), as ``np.multiply(a, b, dtype=dtype)``; PyTorch
+        converts ``a`` and multiplies the fresh copy in place (one allocation, not two)."""
+        raise NotImplementedError
+
+    def divide(self, a, b, dtype=None):
+        """``a / b`` computed in ``dtype`` (None: as ``/`` would), as ``np.divide(a, b, dtype=dtype)``; PyTorch
+        converts ``a`` and divides the fresh copy in place (one allocation, not two)."""
+        raise NotImplementedError
+
+    # --- layers (fused kernels where a backend has them) ---------------------------------------------------
+    def tensordot(self, a, b, axes=2):
+        """``np.tensordot``: sums the products over the last ``axes`` axes of ``a`` and the first of ``b``."""
+        raise NotImplementedError
+
+    def linear(self, x, weights, bias=None):
+        """``x @ weights + bias`` over the last axis of ``x`` (any leading axes), ``weights [in, out]``; one
+        fused kernel where the backend has it (PyTorch's ``addmm``)."""
+        raise NotImplementedError
+
+    def conv2d(self, images, kernel, bias=None, strides=(1, 1), padding="valid"):
+        """A 2D convolution (cross-correlation) of channels-last images ``[N, H, W, C]`` with ``kernel [kh, kw,
+        C, filters]`` (TensorFlow's layouts on every backend), plus ``bias [filters]``; returns ``[N, H', W',
+        filters]``. ``padding``: "valid" or "same" (TensorFlow's: output size ``ceil(size / stride)``, an odd
+        total padding puts the extra row/column after)."""
+        raise NotImplementedError
+
+    def resize_images(self, images, size, method="bilinear"):
+        """Channels-last images ``[N, H, W, C]`` resized to ``size = (height, width)``, as float32. "bilinear":
+        samples at pixel centers (half-pixel offsets, no anti-aliasing); "area": each output pixel the mean of
+        its exact footprint (a box filter, ``area_weights`` along each axis)."""
+        raise NotImplementedError
+
+    def ascontiguousarray(self, x):
+        """``x`` laid out densely in its axis order (``np.ascontiguousarray``): PyTorch copies a permuted view
+        (so that later reshapes are views); TensorFlow's tensors always are."""
+        raise NotImplementedError
+
+    # --- variables (stateful: run in program order) --------------------------------------------------------
+    def read_value(self, variable):
+        """A tensor holding ``variable``'s current value (later assignments do not change it)."""
+        raise NotImplementedError
+
+    def assign(self, variable, value):
+        """``variable[...] = value`` in place (``value``: a tensor or Python number, cast to the variable's
+        dtype and broadcast to its shape); returns nothing. No gradient flows through it."""
+        raise NotImplementedError
+
+    def scatter_update(self, variable, indices, updates):
+        """``variable[indices] = updates`` in place along the first axis (``indices`` 1-D integers, ``updates``
+        ``[len(indices), *variable.shape[1:]]``, cast to the variable's dtype); returns nothing. Duplicate
+        indices must carry equal updates."""
+        raise NotImplementedError
+
+    # --- checks and host calls -----------------------------------------------------------------------------
+    def check(self, condition, message, value=None):
+        """Raises ``RLGraphRuntimeError(message)`` unless every element of ``condition`` (a bool tensor or a
+        Python bool) holds; returns ``value`` (a tensor, a tuple/list of them, or None).
+
+        On TensorFlow a tensor condition is an assertion, whose failure the executor raises as
+        ``RLGraphRuntimeError``; only what is computed from the returned ``value`` waits for it (e.g. variable
+        updates that must not happen after a failed check). Checks on the sample values of a build run are the
+        caller's to skip (``Component.in_build_run``).
+        """
+        raise NotImplementedError
+
+    def host_call(self, fn, inputs, output_specs, device=None, name=None):
+        """Calls the Python function ``fn`` on the numpy values of ``inputs`` (tensors or Python numbers) inside a
+        graph function (e.g. a memory kept in numpy).
+
+        Args:
+            fn: ``fn(*arrays) -> list`` of one array per entry of ``output_specs``. An ``RLGraphError`` it
+                raises becomes an ``RLGraphRuntimeError`` with the same message (on TensorFlow at run time,
+                raised by an assertion the executor turns into ``RLGraphRuntimeError``).
+            inputs: The arguments of ``fn``.
+            output_specs: ``(dtype, shape)`` per output, None in a shape for a size known only at run time.
+            device: PyTorch: the device the outputs go to (None: the CPU; the outputs share memory with ``fn``'s
+                arrays there). TensorFlow places ops by its device scopes.
+            name: A name for the call in the graph (TensorFlow).
+
+        Returns:
+            The list of outputs (on TensorFlow through a stateful ``tf.numpy_function``, with the static
+            shapes of ``output_specs``, run in program order).
+        """
         raise NotImplementedError
 
     def __repr__(self):

@@ -1,18 +1,28 @@
 """The backend operations table on PyTorch (see ``rlgraph.backends.ops``)."""
+import functools
 import numbers
 
 import numpy as np
 
-from rlgraph.backends.ops import BackendOps, numpy_dtype
+from rlgraph.backends.ops import BackendOps, area_weights, numpy_dtype, same_padding
 from rlgraph.backends.pytorch_backend import torch_random
 from rlgraph.utils.backend import torch
+from rlgraph.utils.errors import RLGraphError, RLGraphRuntimeError
+
+
+#: dtype (name, numpy dtype, Python type) -> torch dtype: numpy's ``dtype.name`` costs microseconds per call, which
+#: the per-step graph functions (random draws, casts) would pay at every call.
+_TORCH_DTYPES = {}
 
 
 def _torch_dtype(dtype):
     if isinstance(dtype, torch.dtype):
         return dtype
-    name = numpy_dtype(dtype).name
-    return torch.bool if name == "bool" else getattr(torch, name)
+    out = _TORCH_DTYPES.get(dtype)
+    if out is None:
+        name = numpy_dtype(dtype).name
+        out = _TORCH_DTYPES[dtype] = torch.bool if name == "bool" else getattr(torch, name)
+    return out
 
 
 def _device(like):
@@ -40,8 +50,14 @@ class PyTorchOps(BackendOps):
     def cast(self, x, dtype):
         return x.to(_torch_dtype(dtype))
 
+    def asarray(self, x, dtype=None, like=None):
+        return torch.as_tensor(x, dtype=None if dtype is None else _torch_dtype(dtype), device=_device(like))
+
     def dtype(self, x):
         return torch.empty((), dtype=x.dtype).numpy().dtype
+
+    def ndim(self, x):
+        return x.dim()
 
     def shape(self, x):
         return tuple(x.shape)
@@ -118,6 +134,9 @@ class PyTorchOps(BackendOps):
     def relu(self, x):
         return torch.relu(x)
 
+    def huber(self, x, delta=1.0):  # One fused op (the same formula, forward and backward).
+        return torch.nn.functional.huber_loss(x, torch.zeros_like(x), reduction="none", delta=delta)
+
     def minimum(self, a, b):
         if isinstance(b, numbers.Number):
             return torch.clamp(a, max=b)
@@ -164,6 +183,11 @@ class PyTorchOps(BackendOps):
 
     def min(self, x, axis=None, keepdims=False):
         return torch.amin(x) if axis is None else torch.amin(x, dim=_dims(axis), keepdim=keepdims)
+
+    def std(self, x, axis=None, keepdims=False):
+        if axis is None and not keepdims:
+            return torch.std(x, correction=0)
+        return torch.std(x, dim=_dims(axis), correction=0, keepdim=keepdims)
 
     def all(self, x, axis=None):
         return torch.all(x) if axis is None else torch.all(x, dim=axis)
@@ -212,3 +236,146 @@ class PyTorchOps(BackendOps):
     def random_normal(self, shape, mean=0.0, stddev=1.0, dtype="float32", like=None):
         n = torch_random.randn(tuple(int(s) for s in shape), dtype=_torch_dtype(dtype), device=_device(like))
         return n if (mean, stddev) == (0.0, 1.0) else mean + stddev * n
+
+    def random_integers(self, shape, low, high, dtype="int64", like=None):
+        return torch_random.randint(int(low), int(high), tuple(int(s) for s in shape), dtype=_torch_dtype(dtype),
+                                    device=_device(like))
+
+    def tensordot(self, a, b, axes=2):
+        if axes == 1 and b.dim() <= 2:  # matmul: one BLAS call over all leading axes (what tensordot does).
+            return torch.matmul(a, b)
+        return torch.tensordot(a, b, dims=axes)
+
+    def linear(self, x, weights, bias=None):
+        if bias is None:
+            return x @ weights
+        if x.dim() == 2:
+            return torch.addmm(bias, x, weights)
+        # One fused addmm over the leading axes (time and batch ranks), not matmul + add.
+        return torch.addmm(bias, x.reshape(-1, x.shape[-1]), weights).view(*x.shape[:-1], weights.shape[-1])
+
+    def conv2d(self, images, kernel, bias=None, strides=(1, 1), padding="valid"):
+        x = images.permute(0, 3, 1, 2)  # NCHW view of NHWC memory.
+        if padding.lower() == "same":
+            (kh, kw), (sh, sw) = kernel.shape[:2], strides
+            _, top, bottom = same_padding(x.shape[2], kh, sh)
+            _, left, right = same_padding(x.shape[3], kw, sw)
+            if top or bottom or left or right:
+                x = torch.nn.functional.pad(x, (left, right, top, bottom))
+        out = torch.nn.functional.conv2d(x, kernel.permute(3, 2, 0, 1), bias, stride=tuple(strides))
+        return out.permute(0, 2, 3, 1)
+
+    def resize_images(self, images, size, method="bilinear"):
+        images = images.float()
+        height, width = size
+        if method.lower() == "bilinear":
+            out = torch.nn.functional.interpolate(images.permute(0, 3, 1, 2), size=(height, width), mode="bilinear",
+                                                  align_corners=False, antialias=False)
+            return out.permute(0, 2, 3, 1)
+        # "area": the exact box filter as two matrix products (torch's own "area" mode rounds footprints).
+        area_h = self._area_weights(images.shape[1], height, images.device)
+        area_w = self._area_weights(images.shape[2], width, images.device)
+        return torch.einsum("ih,nhwc,jw->nijc", area_h, images, area_w)
+
+    @staticmethod
+    @functools.lru_cache(maxsize=64)
+    def _area_weights(size_in, size_out, device):
+        return torch.as_tensor(area_weights(size_in, size_out), device=device)
+
+    def ascontiguousarray(self, x):
+        return x.contiguous()
+
+    def read_value(self, variable):
+        return variable.detach().clone()
+
+    def assign(self, variable, value):
+        if not isinstance(value, torch.Tensor):
+            value = torch.as_tensor(value, dtype=variable.dtype)
+        if _records_gradient(variable, value):
+            with torch.no_grad():
+                variable.copy_(value)
+        else:
+            variable.copy_(value)
+
+    def scatter_update(self, variable, indices, updates):
+        updates = updates.to(variable.dtype)
+        if _records_gradient(variable, updates):
+            with torch.no_grad():
+                _scatter_rows(variable, indices, updates)
+        else:
+            _scatter_rows(variable, indices, updates)
+
+    def check(self, condition, message, value=None):
+        if isinstance(condition, torch.Tensor):
+            condition = bool(torch.all(condition))
+        if not condition:
+            raise RLGraphRuntimeError(message)
+        return value
+
+    def host_call(self, fn, inputs, output_specs, device=None, name=None):
+        try:
+            outs = fn(*[_to_numpy(x) for x in inputs])
+        except RLGraphError as e:
+            raise RLGraphRuntimeError(str(e)) from None
+        return [_from_numpy(np.asarray(o, numpy_dtype(d)), device) for o, (d, _) in zip(outs, output_specs)]
+
+    def multiply(self, a, b, dtype=None):
+        if not _converts_in_place(a, b, dtype):
+            return a * b if dtype is None else a.to(_torch_dtype(dtype)) * b
+        return a.to(_torch_dtype(dtype)).mul_(b)  # In place on the fresh copy: one allocation (large image batches).
+
+    def divide(self, a, b, dtype=None):
+        if not _converts_in_place(a, b, dtype):
+            return a / b if dtype is None else a.to(_torch_dtype(dtype)) / b
+        return a.to(_torch_dtype(dtype)).div_(b)
+
+
+def _converts_in_place(a, b, dtype):
+    """Whether ``a op b`` in ``dtype`` may run in place on ``a``'s fresh copy in ``dtype`` (one allocation):
+    ``a`` is of another dtype, and the result has ``a``'s shape."""
+    if dtype is None or a.dtype == _torch_dtype(dtype):
+        return False
+    return not isinstance(b, torch.Tensor) or torch.broadcast_shapes(a.shape, b.shape) == a.shape
+
+
+def _records_gradient(variable, value):
+    """Whether writing ``value`` into ``variable`` in place would be recorded for a backward pass (then it runs
+    under ``torch.no_grad``, whose context costs more than the write of a small value)."""
+    return variable.requires_grad or (value.requires_grad and torch.is_grad_enabled())
+
+
+def _scatter_rows(variable, indices, updates):
+    """``variable[indices] = updates``. On the CPU, a few runs of consecutive indices (a ring buffer's write:
+    one or two) are copied as slices: ``index_put_`` walks the elements, several times slower for large rows."""
+    if variable.device.type == "cpu" and indices.numel() <= 64:
+        idx = indices.tolist()
+        runs, start, end = [], 0, len(idx)
+        for i in range(1, end + 1):
+            if i == end or idx[i] != idx[i - 1] + 1:
+                runs.append((start, i))
+                start = i
+        if len(runs) <= 4 and all(0 <= idx[a] for a, _ in runs):
+            for a, b in runs:
+                variable[idx[a]:idx[a] + b - a] = updates[a:b]
+            return
+    variable[indices] = updates
+
+
+def _to_numpy(value):
+    """A numpy view of a CPU tensor (a copy for other devices); other values as ``np.asarray``."""
+    if not isinstance(value, torch.Tensor):
+        return np.asarray(value)
+    if value.requires_grad:
+        value = value.detach()
+    return value.numpy() if value.device.type == "cpu" else value.cpu().numpy()
+
+
+def _from_numpy(array, device=None):
+    """A tensor sharing memory with a writable numpy array (copied if it is read-only), on ``device`` (a torch
+    device or its name) where that is not the CPU."""
+    if not array.flags.writeable:
+        array = array.copy()
+    tensor = torch.from_numpy(array)
+    if device is not None and str(device) != "cpu":
+        tensor = tensor.to(device)
+    return tensor

@@ -4,6 +4,7 @@ import numpy as np
 from rlgraph.backends.ops import BackendOps, numpy_dtype
 from rlgraph.backends.tf_backend import tf_random
 from rlgraph.utils.backend import tf
+from rlgraph.utils.errors import RLGraphError, RLGraphRuntimeError
 
 
 def _tf_dtype(dtype):
@@ -25,8 +26,14 @@ class TFOps(BackendOps):
     def cast(self, x, dtype):
         return tf.cast(x, _tf_dtype(dtype))
 
+    def asarray(self, x, dtype=None, like=None):
+        return tf.convert_to_tensor(x) if dtype is None else tf.cast(x, _tf_dtype(dtype))
+
     def dtype(self, x):
         return np.dtype(tf.as_dtype(x.dtype).as_numpy_dtype)
+
+    def ndim(self, x):
+        return x.shape.rank
 
     def shape(self, x):
         static = x.shape.as_list()
@@ -107,6 +114,10 @@ class TFOps(BackendOps):
     def relu(self, x):
         return tf.nn.relu(x)
 
+    def huber(self, x, delta=1.0):
+        abs_x = tf.abs(x)
+        return tf.where(abs_x <= delta, 0.5 * tf.square(x), delta * (abs_x - 0.5 * delta))
+
     def minimum(self, a, b):
         return tf.minimum(a, b)
 
@@ -146,6 +157,9 @@ class TFOps(BackendOps):
 
     def min(self, x, axis=None, keepdims=False):
         return tf.reduce_min(x, axis=_axis(axis), keepdims=keepdims)
+
+    def std(self, x, axis=None, keepdims=False):
+        return tf.math.reduce_std(x, axis=_axis(axis), keepdims=keepdims)
 
     def all(self, x, axis=None):
         return tf.reduce_all(x, axis=_axis(axis))
@@ -189,3 +203,70 @@ class TFOps(BackendOps):
 
     def random_normal(self, shape, mean=0.0, stddev=1.0, dtype="float32", like=None):
         return tf_random.normal(shape, mean=mean, stddev=stddev, dtype=_tf_dtype(dtype))
+
+    def random_integers(self, shape, low, high, dtype="int64", like=None):
+        return tf_random.uniform(shape, minval=low, maxval=high, dtype=_tf_dtype(dtype))
+
+    def tensordot(self, a, b, axes=2):
+        return tf.tensordot(a, b, axes=axes)
+
+    def linear(self, x, weights, bias=None):
+        out = tf.matmul(x, weights) if x.shape.rank == 2 else tf.tensordot(x, weights, axes=1)
+        return out if bias is None else tf.nn.bias_add(out, bias)
+
+    def conv2d(self, images, kernel, bias=None, strides=(1, 1), padding="valid"):
+        out = tf.nn.conv2d(images, kernel, strides=(1,) + tuple(strides) + (1,), padding=padding.upper())
+        return out if bias is None else tf.nn.bias_add(out, bias)
+
+    def resize_images(self, images, size, method="bilinear"):
+        return tf.image.resize(tf.cast(images, tf.float32), tuple(size), method=method.lower(), antialias=False)
+
+    def ascontiguousarray(self, x):
+        return x
+
+    def read_value(self, variable):
+        return variable.read_value()
+
+    def assign(self, variable, value):
+        value = tf.cast(value, variable.dtype)
+        if value.shape.rank != variable.shape.rank:
+            value = tf.broadcast_to(value, tf.shape(variable))
+        variable.assign(value)
+
+    def scatter_update(self, variable, indices, updates):
+        variable.scatter_nd_update(tf.expand_dims(indices, -1), tf.cast(updates, variable.dtype))
+
+    def check(self, condition, message, value=None):
+        if isinstance(condition, (bool, np.bool_)):
+            if not condition:
+                raise RLGraphRuntimeError(message)
+            return value
+        assertion = tf.debugging.Assert(tf.reduce_all(condition), [message])
+        if value is None:
+            return None
+        with tf.control_dependencies([assertion]):
+            return tf.nest.map_structure(tf.identity, value)
+
+    def host_call(self, fn, inputs, output_specs, device=None, name=None):
+        specs = [(numpy_dtype(d), tuple(s)) for d, s in output_specs]
+
+        def run(*arrays):  # fn's RLGraphError travels out as a string output, raised by the assertion below.
+            try:
+                outs, error = list(fn(*arrays)), b""
+            except RLGraphError as e:
+                outs = [np.zeros(tuple(0 if d is None else d for d in shape), dtype) for dtype, shape in specs]
+                error = str(e).encode("utf-8", "replace")
+            return [np.asarray(o, dtype) for o, (dtype, _) in zip(outs, specs)] + [np.asarray(error, dtype=object)]
+
+        *outs, error = tf.numpy_function(run, list(inputs), [tf.as_dtype(d) for d, _ in specs] + [tf.string],
+                                         stateful=True, name=name)
+        error.set_shape([])
+        check = tf.debugging.Assert(tf.equal(tf.strings.length(error), 0), [error])
+        with tf.control_dependencies([check]):
+            return [tf.ensure_shape(tf.identity(o), shape) for o, (_, shape) in zip(outs, specs)]
+
+    def multiply(self, a, b, dtype=None):
+        return a * b if dtype is None else tf.cast(a, _tf_dtype(dtype)) * b
+
+    def divide(self, a, b, dtype=None):
+        return a / b if dtype is None else tf.cast(a, _tf_dtype(dtype)) / b

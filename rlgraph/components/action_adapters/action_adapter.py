@@ -3,7 +3,6 @@ import numpy as np
 
 from rlgraph.components.layers.dense_layer import DenseLayer
 from rlgraph.spaces import ContainerSpace, FloatBox, IntBox, Space
-from rlgraph.utils.backend import tf
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 from rlgraph.utils.errors import RLGraphSpaceError
 
@@ -90,23 +89,13 @@ class ActionAdapter(DenseLayer):
     def call(self, inputs):
         return self._graph_fn_to_parameters(self._graph_fn_call(inputs))
 
-    @graph_fn(backend="tf", returns=1)
+    @graph_fn(returns=1)
     def _graph_fn_to_parameters(self, flat):
-        lead = tf.shape(flat)[:-1]
+        if self.num_categories is not None and not self.item_shape:
+            return flat
+        ops = self.ops
+        lead = ops.shape(flat)[:-1]
         if self.num_categories is not None:
-            if not self.item_shape:
-                return flat
-            return tf.reshape(flat, tf.concat([lead, list(self.item_shape) + [self.num_categories]], 0))
+            return ops.reshape(flat, lead + self.item_shape + (self.num_categories,))
         k = self.units // 2
-        shape = tf.concat([lead, tf.constant(self.item_shape, tf.int32)], 0)
-        return tf.reshape(flat[..., :k], shape), tf.reshape(flat[..., k:], shape)
-
-    @graph_fn(backend="pytorch", returns=1)
-    def _graph_fn_to_parameters(self, flat):
-        lead = tuple(flat.shape[:-1])
-        if self.num_categories is not None:
-            if not self.item_shape:
-                return flat
-            return flat.reshape(lead + self.item_shape + (self.num_categories,))
-        k = self.units // 2
-        return flat[..., :k].reshape(lead + self.item_shape), flat[..., k:].reshape(lead + self.item_shape)
+        return ops.reshape(flat[..., :k], lead + self.item_shape), ops.reshape(flat[..., k:], lead + self.item_shape)

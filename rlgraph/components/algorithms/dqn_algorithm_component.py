@@ -8,7 +8,6 @@ from rlgraph.components.optimizers.optimizer import Optimizer
 from rlgraph.components.policies.dueling_policy import DuelingPolicy
 from rlgraph.components.policies.policy import Policy
 from rlgraph.components.preprocessing.preprocessor_stack import PreprocessorStack
-from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 
 
@@ -123,26 +122,14 @@ class DQNAlgorithmComponent(Component):
         return self.target_policy.sync(self.policy.variables())
 
     # --- graph functions --------------------------------------------------------------------------------
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_priorities(self, td_errors):
-        return tf.stop_gradient(tf.abs(td_errors)) + self.priority_epsilon
+        return self.ops.stop_gradient(self.ops.abs(td_errors)) + self.priority_epsilon
 
-    @graph_fn(backend="pytorch")
-    def _graph_fn_priorities(self, td_errors):
-        return td_errors.detach().abs() + self.priority_epsilon
-
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_ones_like(self, x):
-        return tf.ones_like(x)
+        return self.ops.ones_like(x)
 
-    @graph_fn(backend="pytorch")
-    def _graph_fn_ones_like(self, x):
-        return torch.ones_like(x)
-
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_mean(self, x):
-        return tf.reduce_mean(x)
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_mean(self, x):
-        return x.mean()
+        return self.ops.mean(x)

@@ -5,7 +5,6 @@ from rlgraph.components.optimizers.optimizer import Optimizer
 from rlgraph.components.policies.actor_critic_policy import ActorCriticPolicy
 from rlgraph.components.preprocessing.clip import Clip
 from rlgraph.components.preprocessing.preprocessor_stack import PreprocessorStack
-from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 from rlgraph.utils.validation import Mapping, Number, OneOf, Optional, check_args, spec_error
 
@@ -183,20 +182,12 @@ class IMPALAAlgorithmComponent(Component):
     def _graph_fn_last_step(self, values):
         return values[-1]
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_resets(self, terminals):
-        return tf.concat([tf.zeros_like(terminals[:1]), terminals[:-1]], axis=0)
+        return self.ops.concat([self.ops.zeros_like(terminals[:1]), terminals[:-1]], axis=0)
 
-    @graph_fn(backend="pytorch")
-    def _graph_fn_resets(self, terminals):
-        return torch.cat([torch.zeros_like(terminals[:1]), terminals[:-1]], dim=0)
-
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_stats(self, loss, grad_norm, entropies, values):
-        return dict(loss=loss, grad_norm=grad_norm, entropy=tf.reduce_mean(entropies),
-                    mean_value=tf.reduce_mean(values))
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_stats(self, loss, grad_norm, entropies, values):
-        return dict(loss=loss, grad_norm=grad_norm, entropy=entropies.detach().mean(),
-                    mean_value=values.detach().mean())
+        ops = self.ops
+        return dict(loss=loss, grad_norm=grad_norm, entropy=ops.mean(ops.stop_gradient(entropies)),
+                    mean_value=ops.mean(ops.stop_gradient(values)))

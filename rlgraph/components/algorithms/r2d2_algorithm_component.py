@@ -10,7 +10,6 @@ from rlgraph.components.optimizers.optimizer import Optimizer
 from rlgraph.components.policies.dueling_policy import DuelingPolicy
 from rlgraph.components.policies.policy import Policy
 from rlgraph.components.preprocessing.preprocessor_stack import PreprocessorStack
-from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 from rlgraph.utils.validation import Mapping, Int, Number, check_args, spec_error
 
@@ -225,61 +224,34 @@ class R2D2AlgorithmComponent(Component):
         return self.target_policy.sync(self.policy.variables())
 
     # --- graph functions --------------------------------------------------------------------------------
-    # TensorFlow
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_stop_gradient(self, internal_states):
-        return tuple(tf.stop_gradient(s) for s in internal_states)
+        return tuple(self.ops.stop_gradient(s) for s in internal_states)
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_double_q_values(self, q_values, target_q_values):
-        best = tf.one_hot(tf.argmax(q_values, axis=-1), tf.shape(q_values)[-1], dtype=target_q_values.dtype)
-        return tf.stop_gradient(tf.reduce_sum(target_q_values * best, axis=-1))
+        ops = self.ops
+        return ops.stop_gradient(ops.take_along_last(target_q_values, ops.argmax(q_values, axis=-1)))
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_masked_rewards(self, rewards, values, mask, bootstrap):
-        return tf.where(bootstrap, values, tf.where(mask, rewards, tf.zeros_like(rewards)))
+        ops = self.ops
+        return ops.where(bootstrap, values, ops.where(mask, rewards, ops.zeros_like(rewards)))
 
-    @graph_fn(backend="tf", returns=3)
+    @graph_fn(returns=3)
     def _graph_fn_mask_steps(self, q_values, target_q_values, rescaled_rewards, terminals, mask, bootstrap):
-        learn = tf.logical_and(mask, tf.logical_not(bootstrap))
-        constant = tf.stop_gradient(tf.broadcast_to(rescaled_rewards[..., None], tf.shape(q_values)))
-        keep = tf.broadcast_to(learn[..., None], tf.shape(q_values))
-        return (tf.where(keep, q_values, constant), tf.where(keep, target_q_values, constant),
-                tf.logical_or(terminals, tf.logical_not(learn)))
+        ops = self.ops
+        learn = ops.logical_and(mask, ops.logical_not(bootstrap))
+        shape = ops.shape(q_values)
+        constant = ops.stop_gradient(ops.broadcast_to(ops.expand_dims(rescaled_rewards, -1), shape))
+        keep = ops.broadcast_to(ops.expand_dims(learn, -1), shape)
+        return (ops.where(keep, q_values, constant), ops.where(keep, target_q_values, constant),
+                ops.logical_or(terminals, ops.logical_not(learn)))
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_priorities(self, priorities):
-        return tf.stop_gradient(priorities) + self.priority_epsilon
+        return self.ops.stop_gradient(priorities) + self.priority_epsilon
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_mean(self, x):
-        return tf.reduce_mean(x)
-
-    # PyTorch
-    @graph_fn(backend="pytorch")
-    def _graph_fn_stop_gradient(self, internal_states):
-        return tuple(s.detach() for s in internal_states)
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_double_q_values(self, q_values, target_q_values):
-        best = q_values.argmax(dim=-1, keepdim=True)
-        return target_q_values.gather(-1, best).squeeze(-1).detach()
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_masked_rewards(self, rewards, values, mask, bootstrap):
-        return torch.where(bootstrap, values, torch.where(mask, rewards, torch.zeros_like(rewards)))
-
-    @graph_fn(backend="pytorch", returns=3)
-    def _graph_fn_mask_steps(self, q_values, target_q_values, rescaled_rewards, terminals, mask, bootstrap):
-        learn = mask & ~bootstrap
-        constant = rescaled_rewards.detach().unsqueeze(-1).expand_as(q_values)
-        keep = learn.unsqueeze(-1).expand_as(q_values)
-        return torch.where(keep, q_values, constant), torch.where(keep, target_q_values, constant), terminals | ~learn
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_priorities(self, priorities):
-        return priorities.detach() + self.priority_epsilon
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_mean(self, x):
-        return x.mean()
+        return self.ops.mean(x)

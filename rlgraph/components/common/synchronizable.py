@@ -1,8 +1,8 @@
 """Target networks: a wrapper that adds a hard or soft (Polyak) ``sync`` to any component."""
+import numbers
 import types
 
 from rlgraph.components.component import Component
-from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 from rlgraph.utils.errors import RLGraphAPIError, RLGraphError, RLGraphSpaceError
 
@@ -102,35 +102,22 @@ class Synchronizable(Component):
             pairs.append((source[key], var))
         return pairs
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_sync(self, source_variables, own_variables, tau):
-        constant = float(tau) if isinstance(tau, (int, float)) else None  # Checked by the API method.
+        ops = self.ops
         pairs = self._pairs(source_variables, own_variables)
-        if constant is None:
-            tau = tf.cast(tau, tf.float32)
-            check = tf.debugging.assert_equal(
-                tf.logical_and(tau > 0.0, tau <= 1.0), True,
-                message=f"Synchronizable {self.global_scope}, API method sync: tau must lie in (0, 1]", summarize=1)
-            with tf.control_dependencies([check]):
-                tau = tf.identity(tau)
+        message = f"Synchronizable {self.global_scope}, API method sync: tau must lie in (0, 1]"
+        if isinstance(tau, numbers.Number):  # A Python number: PyTorch's input, or a constant (API-checked).
+            tau = float(tau)
+            self.check_at_run_time(0.0 < tau <= 1.0, lambda: f"{message}, got {tau!r}.")
+        else:  # A tensor (TF's input): checked when the graph runs.
+            tau = ops.cast(tau, "float32")
+            if not self.in_build_run:  # The updates are computed from the checked tau: none after a failure.
+                tau = ops.check(ops.logical_and(tau > 0.0, tau <= 1.0), message, tau)
         for source, var in pairs:
-            if constant == 1.0:
-                var.assign(source)
-            elif constant is not None:
-                var.assign(constant * source + (1.0 - constant) * var)
+            source, own = ops.stop_gradient(source), ops.stop_gradient(var)  # Constants: no backward pass.
+            if isinstance(tau, float):
+                ops.assign(var, source if tau == 1.0 else tau * source + (1.0 - tau) * own)
             else:
-                t = tf.cast(tau, var.dtype)
-                var.assign(t * source + (1.0 - t) * var)
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_sync(self, source_variables, own_variables, tau):
-        constant = float(tau)
-        self.check_at_run_time(0.0 < constant <= 1.0, lambda: f"Synchronizable {self.global_scope}, API method sync: "
-                                                             f"tau must lie in (0, 1], got {constant!r}.")
-        pairs = self._pairs(source_variables, own_variables)
-        with torch.no_grad():
-            for source, var in pairs:
-                if constant == 1.0:
-                    var.copy_(source)
-                else:
-                    var.copy_(constant * source + (1.0 - constant) * var)
+                t = ops.cast(tau, ops.dtype(var))
+                ops.assign(var, t * source + (1.0 - t) * own)

@@ -1,6 +1,5 @@
 """Parameters that change over the course of training (schedules for epsilon, learning rates, ...)."""
 from rlgraph.components.component import Component
-from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 from rlgraph.utils.validation import Number, Optional, check_args, spec_error
 
@@ -50,15 +49,10 @@ class TimeDependentParameter(Component):
     def get(self, time_percentage):
         return self._graph_fn_get(time_percentage)
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_get(self, time_percentage):
-        t = tf.clip_by_value(tf.cast(time_percentage, tf.float32), 0.0, 1.0)
-        return self.value_at(t)
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_get(self, time_percentage):
-        t = torch.clamp(torch.as_tensor(time_percentage, dtype=torch.float32), 0.0, 1.0)
-        return self.value_at(t)
+        ops = self.ops
+        return self.value_at(ops.clip(ops.asarray(time_percentage, "float32"), 0.0, 1.0))
 
     def value_at(self, t):
         """The value at ``t`` (a backend tensor in [0, 1]); arithmetic only, so it serves both backends."""

@@ -3,9 +3,6 @@ import numpy as np
 
 from rlgraph.components.distributions.distribution import Distribution
 from rlgraph.spaces import FloatBox, IntBox
-from rlgraph.backends.pytorch_backend import torch_random
-from rlgraph.backends.tf_backend import tf_random
-from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn
 from rlgraph.utils.errors import RLGraphSpaceError
 
@@ -45,57 +42,32 @@ class Categorical(Distribution):
                                     f"{tuple(parameters_space.shape[:-1])} for logits {parameters_space!r}, "
                                     f"got {space!r}.")
 
-    # --- TensorFlow ---------------------------------------------------------------------------------------
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_sample_stochastic(self, parameters):
-        u = tf_random.uniform(tf.shape(parameters), minval=_TINY, maxval=1.0, dtype=parameters.dtype)
-        return tf.cast(tf.argmax(parameters - tf.math.log(-tf.math.log(u)), axis=-1), self.dtype)
+        ops = self.ops  # u in [tiny, 1): the Gumbel noise -log(-log(u)) stays finite.
+        u = ops.clip(ops.random_uniform(ops.shape(parameters), dtype=parameters.dtype, like=parameters), low=_TINY)
+        return ops.cast(ops.argmax(parameters - ops.log(-ops.log(u)), axis=-1), self.dtype)
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_sample_deterministic(self, parameters):
-        return tf.cast(tf.argmax(parameters, axis=-1), self.dtype)
+        return self.ops.cast(self.ops.argmax(parameters, axis=-1), self.dtype)
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_log_prob(self, parameters, values):
-        log_p = tf.nn.log_softmax(parameters, axis=-1)
-        indices = tf.cast(values, tf.int32)
-        return tf.gather(log_p, indices, axis=-1, batch_dims=indices.shape.rank)
+        return self.ops.take_along_last(self.ops.log_softmax(parameters, axis=-1), values)
 
-    @graph_fn(backend="tf")
+    # 0 log 0 = 0: a category of probability 0 (a -inf logit) adds nothing.
+    @graph_fn
     def _graph_fn_entropy(self, parameters):
-        log_p = tf.nn.log_softmax(parameters, axis=-1)
-        return -tf.reduce_sum(tf.math.multiply_no_nan(log_p, tf.exp(log_p)), axis=-1)
+        ops = self.ops
+        log_p = ops.log_softmax(parameters, axis=-1)
+        p = ops.exp(log_p)
+        return -ops.sum(ops.where(p > 0, p * log_p, 0.0), axis=-1)
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_kl_divergence(self, parameters, other_parameters):
-        log_p = tf.nn.log_softmax(parameters, axis=-1)
-        log_q = tf.nn.log_softmax(other_parameters, axis=-1)
-        return tf.reduce_sum(tf.math.multiply_no_nan(log_p - log_q, tf.exp(log_p)), axis=-1)
-
-    # --- PyTorch ------------------------------------------------------------------------------------------
-    @graph_fn(backend="pytorch")
-    def _graph_fn_sample_stochastic(self, parameters):
-        u = torch_random.rand(parameters.shape, dtype=parameters.dtype, device=parameters.device).clamp_(min=_TINY)
-        return torch.argmax(parameters - torch.log(-torch.log(u)), dim=-1).to(getattr(torch, self.dtype.name))
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_sample_deterministic(self, parameters):
-        return torch.argmax(parameters, dim=-1).to(getattr(torch, self.dtype.name))
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_log_prob(self, parameters, values):
-        log_p = torch.log_softmax(parameters, dim=-1)
-        return torch.gather(log_p, -1, values.long().unsqueeze(-1)).squeeze(-1)
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_entropy(self, parameters):
-        log_p = torch.log_softmax(parameters, dim=-1)
-        p = log_p.exp()
-        return -torch.where(p > 0, p * log_p, torch.zeros_like(p)).sum(-1)
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_kl_divergence(self, parameters, other_parameters):
-        log_p = torch.log_softmax(parameters, dim=-1)
-        log_q = torch.log_softmax(other_parameters, dim=-1)
-        p = log_p.exp()
-        return torch.where(p > 0, p * (log_p - log_q), torch.zeros_like(p)).sum(-1)
+        ops = self.ops
+        log_p = ops.log_softmax(parameters, axis=-1)
+        log_q = ops.log_softmax(other_parameters, axis=-1)
+        p = ops.exp(log_p)
+        return ops.sum(ops.where(p > 0, p * (log_p - log_q), 0.0), axis=-1)

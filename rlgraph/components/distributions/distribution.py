@@ -3,7 +3,6 @@ import numpy as np
 
 from rlgraph.components.component import Component
 from rlgraph.spaces import BoolBox, ContainerSpace, FloatBox, IntBox, Space
-from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 from rlgraph.utils.errors import RLGraphSpaceError
 from rlgraph.utils.validation import spec_error
@@ -137,18 +136,10 @@ class Distribution(Component):
         return self._graph_fn_kl_divergence(parameters, other_parameters)
 
     # --- graph functions (the sampling and density ones are the subclasses') ------------------------------
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_select(self, deterministic, if_deterministic, if_stochastic):
-        flag = tf.cast(deterministic, tf.bool)
-        extra = if_deterministic.shape.rank - flag.shape.rank
-        if extra > 0:
-            flag = tf.reshape(flag, tf.concat([tf.shape(flag), tf.ones([extra], tf.int32)], 0))
-        return tf.where(flag, if_deterministic, if_stochastic)
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_select(self, deterministic, if_deterministic, if_stochastic):
-        flag = torch.as_tensor(deterministic, dtype=torch.bool, device=if_deterministic.device)
-        extra = if_deterministic.dim() - flag.dim()
-        if extra > 0:
-            flag = flag.reshape(tuple(flag.shape) + (1,) * extra)
-        return torch.where(flag, if_deterministic, if_stochastic)
+        ops = self.ops
+        flag = ops.asarray(deterministic, "bool", like=if_deterministic)
+        for _ in range(ops.ndim(if_deterministic) - ops.ndim(flag)):  # One flag per item: over its own axes too.
+            flag = ops.expand_dims(flag, -1)
+        return ops.where(flag, if_deterministic, if_stochastic)

@@ -3,9 +3,6 @@ import math
 
 from rlgraph.components.distributions.distribution import Distribution
 from rlgraph.spaces import FloatBox, Tuple
-from rlgraph.backends.pytorch_backend import torch_random
-from rlgraph.backends.tf_backend import tf_random
-from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn
 from rlgraph.utils.errors import RLGraphSpaceError
 
@@ -84,40 +81,23 @@ class Normal(Distribution):
     def _graph_fn_entropy(self, parameters):
         return self._mean_and_log_std(parameters)[1] + (0.5 + _HALF_LOG_2PI)
 
-    # --- TensorFlow ---------------------------------------------------------------------------------------
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_sample_stochastic(self, parameters):
+        ops = self.ops
         mean, log_std = self._mean_and_log_std(parameters)
-        return mean + tf.exp(log_std) * tf_random.normal(tf.shape(mean), dtype=mean.dtype)
+        return mean + ops.exp(log_std) * ops.random_normal(ops.shape(mean), dtype=mean.dtype, like=mean)
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_log_prob(self, parameters, values):
+        ops = self.ops
         mean, log_std = self._mean_and_log_std(parameters)
-        z = (tf.cast(values, mean.dtype) - mean) * tf.exp(-log_std)
-        return -0.5 * tf.square(z) - log_std - _HALF_LOG_2PI
+        z = (ops.cast(values, mean.dtype) - mean) * ops.exp(-log_std)
+        return -0.5 * ops.square(z) - log_std - _HALF_LOG_2PI
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_kl_divergence(self, parameters, other_parameters):
+        ops = self.ops
         mean_p, log_std_p = self._mean_and_log_std(parameters)
         mean_q, log_std_q = self._mean_and_log_std(other_parameters)
-        return (log_std_q - log_std_p + 0.5 * (tf.exp(2.0 * (log_std_p - log_std_q)) +
-                                               tf.square((mean_p - mean_q) * tf.exp(-log_std_q))) - 0.5)
-
-    # --- PyTorch ------------------------------------------------------------------------------------------
-    @graph_fn(backend="pytorch")
-    def _graph_fn_sample_stochastic(self, parameters):
-        mean, log_std = self._mean_and_log_std(parameters)
-        return mean + log_std.exp() * torch_random.randn(mean.shape, dtype=mean.dtype, device=mean.device)
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_log_prob(self, parameters, values):
-        mean, log_std = self._mean_and_log_std(parameters)
-        z = (values.to(mean.dtype) - mean) * torch.exp(-log_std)
-        return -0.5 * z.square() - log_std - _HALF_LOG_2PI
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_kl_divergence(self, parameters, other_parameters):
-        mean_p, log_std_p = self._mean_and_log_std(parameters)
-        mean_q, log_std_q = self._mean_and_log_std(other_parameters)
-        return (log_std_q - log_std_p + 0.5 * (torch.exp(2.0 * (log_std_p - log_std_q)) +
-                                               ((mean_p - mean_q) * torch.exp(-log_std_q)).square()) - 0.5)
+        return (log_std_q - log_std_p + 0.5 * (ops.exp(2.0 * (log_std_p - log_std_q)) +
+                                               ops.square((mean_p - mean_q) * ops.exp(-log_std_q))) - 0.5)

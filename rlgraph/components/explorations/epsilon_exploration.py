@@ -2,9 +2,6 @@
 from rlgraph.components.common.time_dependent_parameters import TimeDependentParameter
 from rlgraph.components.component import Component
 from rlgraph.spaces import BoxSpace, FloatBox, Space
-from rlgraph.backends.pytorch_backend import torch_random
-from rlgraph.backends.tf_backend import tf_random
-from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 from rlgraph.utils.errors import RLGraphSpaceError
 from rlgraph.utils.validation import Schedule, check
@@ -84,24 +81,13 @@ class EpsilonExploration(Component):
     def explore_mask(self, sample, epsilon):
         return self._graph_fn_explore_mask(sample, epsilon)
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_explore_mask(self, sample, epsilon):
+        ops = self.ops
         leaf, item_rank = self._first_leaf(sample)
-        lead = leaf.shape.rank - item_rank
-        eps = tf.cast(epsilon, tf.float32)
-        if lead > eps.shape.rank:  # One epsilon per item [B] against a [B, T] mask: broadcast over T.
-            eps = tf.reshape(eps, tf.concat([tf.shape(eps), tf.ones([lead - eps.shape.rank], tf.int32)], 0))
-        return tf_random.uniform(tf.shape(leaf)[:lead], dtype=tf.float32) < eps
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_explore_mask(self, sample, epsilon):
-        leaf, item_rank = self._first_leaf(sample)
-        lead = leaf.dim() - item_rank
-        uniform = torch_random.rand(leaf.shape[:lead], device=leaf.device)
-        if type(epsilon) is torch.Tensor and epsilon.dtype is torch.float32 and epsilon.dim() == 0 \
-                and epsilon.device == leaf.device:
-            return uniform < epsilon  # A schedule's epsilon (the common case): no conversion, the same compare.
-        eps = torch.as_tensor(epsilon, dtype=torch.float32, device=leaf.device)
-        if lead > eps.dim():
-            eps = eps.reshape(tuple(eps.shape) + (1,) * (lead - eps.dim()))
+        lead = ops.ndim(leaf) - item_rank
+        uniform = ops.random_uniform(ops.shape(leaf)[:lead], like=leaf)
+        eps = ops.asarray(epsilon, "float32", like=leaf)  # A schedule's epsilon (the common case) as it is.
+        for _ in range(lead - ops.ndim(eps)):  # One epsilon per item [B] against a [B, T] mask: broadcast over T.
+            eps = ops.expand_dims(eps, -1)
         return uniform < eps

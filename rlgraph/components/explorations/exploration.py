@@ -4,9 +4,6 @@ import numpy as np
 from rlgraph.components.component import Component
 from rlgraph.components.explorations.epsilon_exploration import EpsilonExploration
 from rlgraph.spaces import IntBox, Space
-from rlgraph.backends.pytorch_backend import torch_random
-from rlgraph.backends.tf_backend import tf_random
-from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 from rlgraph.utils.errors import RLGraphSpaceError
 from rlgraph.utils.validation import Int, Number, check_args, spec_error
@@ -128,20 +125,11 @@ class Exploration(Component):
     def get_epsilon(self, time_percentage=None):
         return self.epsilon_exploration.get_epsilon(time_percentage)
 
-    @graph_fn(backend="tf", split_ops=True, add_auto_key_as_first_param=True)
+    @graph_fn(split_ops=True, add_auto_key_as_first_param=True)
     def _graph_fn_explore(self, key, actions, explore):
+        ops = self.ops
         low, high = self._bounds[key]
-        random_actions = tf.cast(tf_random.uniform(tf.shape(actions), low, high, dtype=tf.int64), actions.dtype)
-        extra = actions.shape.rank - explore.shape.rank
-        if extra > 0:  # Actions with an item shape: the whole item explores.
-            explore = tf.reshape(explore, tf.concat([tf.shape(explore), tf.ones([extra], tf.int32)], 0))
-        return tf.where(explore, random_actions, actions)
-
-    @graph_fn(backend="pytorch", split_ops=True, add_auto_key_as_first_param=True)
-    def _graph_fn_explore(self, key, actions, explore):
-        low, high = self._bounds[key]
-        random_actions = torch_random.randint(low, high, actions.shape, device=actions.device).to(actions.dtype)
-        extra = actions.dim() - explore.dim()
-        if extra > 0:
-            explore = explore.reshape(tuple(explore.shape) + (1,) * extra)
-        return torch.where(explore, random_actions, actions)
+        random_actions = ops.cast(ops.random_integers(ops.shape(actions), low, high, like=actions), actions.dtype)
+        for _ in range(ops.ndim(actions) - ops.ndim(explore)):  # Actions with an item shape: the whole item explores.
+            explore = ops.expand_dims(explore, -1)
+        return ops.where(explore, random_actions, actions)

@@ -1,7 +1,6 @@
 """n-step returns of unrolls with episode boundaries."""
 from rlgraph.components.component import Component
 from rlgraph.components.helpers.input_checks import check_number, check_space
-from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 
 
@@ -43,40 +42,22 @@ class NStepReturns(Component):
 
     # The sum runs over k = 0..n-1 (a static loop) on arrays padded with n steps past the unroll's end:
     # rewards with 0, per-step discounts with 1, values with V(s_T). ``scale`` is prod_{j<k} d_{t+j}.
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_calc_n_step_returns(self, rewards, terminals, values, bootstrap_values):
+        ops = self.ops
         if not self.time_major:
-            rewards, terminals, values = tf.transpose(rewards), tf.transpose(terminals), tf.transpose(values)
-        n, length = self.n_step, tf.shape(rewards)[0]
-        discounts = self.discount * (1.0 - tf.cast(terminals, rewards.dtype))
+            rewards, terminals, values = (ops.transpose(x, (1, 0)) for x in (rewards, terminals, values))
+        n, length = self.n_step, ops.shape(rewards)[0]
+        discounts = self.discount * (1.0 - ops.cast(terminals, rewards.dtype))
         if bootstrap_values is None:
-            bootstrap_values = tf.zeros_like(values[0])
-        pad = tf.zeros_like(rewards[:1])
-        rewards = tf.concat([rewards] + [pad] * n, axis=0)
-        discounts = tf.concat([discounts] + [pad + 1.0] * n, axis=0)
-        values = tf.concat([values] + [tf.cast(bootstrap_values, values.dtype)[None]] * n, axis=0)
+            bootstrap_values = ops.zeros_like(values[0])
+        pad = ops.zeros_like(rewards[:1])
+        rewards = ops.concat([rewards] + [pad] * n, axis=0)
+        discounts = ops.concat([discounts] + [pad + 1.0] * n, axis=0)
+        values = ops.concat([values] + [ops.cast(bootstrap_values, values.dtype)[None]] * n, axis=0)
         returns, scale = 0.0, 1.0
         for k in range(n):
             returns = returns + scale * rewards[k:k + length]
             scale = scale * discounts[k:k + length]
         returns = returns + scale * values[n:n + length]
-        return returns if self.time_major else tf.transpose(returns)
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_calc_n_step_returns(self, rewards, terminals, values, bootstrap_values):
-        if not self.time_major:
-            rewards, terminals, values = rewards.t(), terminals.t(), values.t()
-        n, length = self.n_step, rewards.shape[0]
-        discounts = self.discount * (1.0 - terminals.to(rewards.dtype))
-        if bootstrap_values is None:
-            bootstrap_values = torch.zeros_like(values[0])
-        pad = torch.zeros((n,) + tuple(rewards.shape[1:]), dtype=rewards.dtype, device=rewards.device)
-        rewards = torch.cat([rewards, pad], dim=0)
-        discounts = torch.cat([discounts, pad + 1.0], dim=0)
-        values = torch.cat([values, bootstrap_values.to(values.dtype)[None].expand(n, -1)], dim=0)
-        returns, scale = 0.0, 1.0
-        for k in range(n):
-            returns = returns + scale * rewards[k:k + length]
-            scale = scale * discounts[k:k + length]
-        returns = returns + scale * values[n:n + length]
-        return returns if self.time_major else returns.t()
+        return returns if self.time_major else ops.transpose(returns, (1, 0))

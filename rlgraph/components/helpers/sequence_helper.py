@@ -58,22 +58,23 @@ class SequenceHelper(Component):
     def reverse_discounted_cumsum(self, values, discounts, bootstrap_values=None):
         return self._graph_fn_reverse_discounted_cumsum(values, discounts, bootstrap_values)
 
-    # --- TensorFlow ------------------------------------------------------------------------------------
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_calc_discounts(self, terminals, discount):
-        return tf.cast(discount, tf.float32) * (1.0 - tf.cast(terminals, tf.float32))
+        return discount * (1.0 - self.ops.cast(terminals, "float32"))
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_calc_segment_ids(self, terminals):
-        axis = 0 if self.time_major else 1
-        return tf.cumsum(tf.cast(terminals, tf.int64), axis=axis, exclusive=True)
+        flags = self.ops.cast(terminals, "int64")
+        return self.ops.cumsum(flags, axis=0 if self.time_major else 1) - flags
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_calc_next_values(self, values, bootstrap_values):
         if self.time_major:
-            return tf.concat([values[1:], bootstrap_values[None]], axis=0)
-        return tf.concat([values[:, 1:], bootstrap_values[:, None]], axis=1)
+            return self.ops.concat([values[1:], bootstrap_values[None]], axis=0)
+        return self.ops.concat([values[:, 1:], bootstrap_values[:, None]], axis=1)
 
+    # Per backend: the scan's rounds depend on T, which a TensorFlow trace does not know (a tf.while_loop over a
+    # dynamic T) and PyTorch does (a Python loop, step by step for short sequences).
     @graph_fn(backend="tf")
     def _graph_fn_reverse_discounted_cumsum(self, values, discounts, bootstrap_values):
         if not self.time_major:
@@ -95,22 +96,6 @@ class SequenceHelper(Component):
         _, y, _ = tf.while_loop(lambda k, y, a: k < n, double, (tf.constant(1), y, a))
         out = y[:-1]
         return out if self.time_major else tf.transpose(out)
-
-    # --- PyTorch -----------------------------------------------------------------------------------------
-    @graph_fn(backend="pytorch")
-    def _graph_fn_calc_discounts(self, terminals, discount):
-        return discount * (1.0 - terminals.to(torch.float32))
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_calc_segment_ids(self, terminals):
-        flags = terminals.to(torch.int64)
-        return torch.cumsum(flags, dim=0 if self.time_major else 1) - flags
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_calc_next_values(self, values, bootstrap_values):
-        if self.time_major:
-            return torch.cat([values[1:], bootstrap_values[None]], dim=0)
-        return torch.cat([values[:, 1:], bootstrap_values[:, None]], dim=1)
 
     @graph_fn(backend="pytorch")
     def _graph_fn_reverse_discounted_cumsum(self, values, discounts, bootstrap_values):

@@ -2,7 +2,6 @@
 from rlgraph.components.component import Component
 from rlgraph.components.helpers.input_checks import check_number, check_space
 from rlgraph.components.helpers.sequence_helper import SequenceHelper
-from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 
 
@@ -76,34 +75,19 @@ class VTraceFunction(Component):
     def _graph_fn_add(self, a, b):
         return a + b
 
-    # --- TensorFlow ------------------------------------------------------------------------------------
-    @graph_fn(backend="tf", returns=3)
+    @graph_fn(returns=3)
     def _graph_fn_stop_gradient(self, log_probs_target, values, bootstrap_values):
-        return tf.stop_gradient(log_probs_target), tf.stop_gradient(values), tf.stop_gradient(bootstrap_values)
+        stop = self.ops.stop_gradient
+        return stop(log_probs_target), stop(values), stop(bootstrap_values)
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_importance_weights(self, log_probs_target, log_probs_behaviour):
-        rhos = tf.exp(log_probs_target - log_probs_behaviour)
-        clip = lambda threshold: rhos if threshold is None else tf.minimum(threshold, rhos)  # noqa: E731
+        ops = self.ops
+        rhos = ops.exp(log_probs_target - log_probs_behaviour)
+        clip = lambda threshold: rhos if threshold is None else ops.minimum(rhos, threshold)  # noqa: E731
         return clip(self.rho_bar), self.lambda_ * clip(self.c_bar), clip(self.rho_bar_pg)
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_targets_and_advantages(self, vs, next_vs, clipped_pg_rhos, discounts, rewards, values):
         pg_advantages = clipped_pg_rhos * (rewards + discounts * next_vs - values)
-        return tf.stop_gradient(vs), tf.stop_gradient(pg_advantages)
-
-    # --- PyTorch -----------------------------------------------------------------------------------------
-    @graph_fn(backend="pytorch", returns=3)
-    def _graph_fn_stop_gradient(self, log_probs_target, values, bootstrap_values):
-        return log_probs_target.detach(), values.detach(), bootstrap_values.detach()
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_importance_weights(self, log_probs_target, log_probs_behaviour):
-        rhos = torch.exp(log_probs_target - log_probs_behaviour)
-        clip = lambda threshold: rhos if threshold is None else torch.clamp(rhos, max=threshold)  # noqa: E731
-        return clip(self.rho_bar), self.lambda_ * clip(self.c_bar), clip(self.rho_bar_pg)
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_targets_and_advantages(self, vs, next_vs, clipped_pg_rhos, discounts, rewards, values):
-        pg_advantages = clipped_pg_rhos * (rewards + discounts * next_vs - values)
-        return vs.detach(), pg_advantages.detach()
+        return self.ops.stop_gradient(vs), self.ops.stop_gradient(pg_advantages)

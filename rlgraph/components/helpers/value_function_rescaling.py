@@ -1,7 +1,6 @@
 """The invertible value-function rescaling of Pohlen et al. 2018, as used by R2D2 (Kapturowski et al. 2019)."""
 from rlgraph.components.component import Component
 from rlgraph.components.helpers.input_checks import check_number, check_space
-from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 
 
@@ -44,24 +43,13 @@ class ValueFunctionRescaling(Component):
     # sign(x) (sqrt(|x| + 1) - 1) = x / (sqrt(|x| + 1) + 1) and, with z = |x| + 1 + epsilon,
     # (sqrt(1 + 4 epsilon z) - 1) / (2 epsilon) = 2 z / (sqrt(1 + 4 epsilon z) + 1) (also valid for epsilon = 0).
 
-    # --- TensorFlow ------------------------------------------------------------------------------------
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_rescale(self, x):
-        return x / (tf.sqrt(tf.abs(x) + 1.0) + 1.0) + self.epsilon * x
+        return x / (self.ops.sqrt(self.ops.abs(x) + 1.0) + 1.0) + self.epsilon * x
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_inverse_rescale(self, x):
-        z = tf.abs(x) + 1.0 + self.epsilon
-        root = 2.0 * z / (tf.sqrt(1.0 + 4.0 * self.epsilon * z) + 1.0)
-        return tf.sign(x) * (tf.square(root) - 1.0)
-
-    # --- PyTorch -----------------------------------------------------------------------------------------
-    @graph_fn(backend="pytorch")
-    def _graph_fn_rescale(self, x):
-        return x / (torch.sqrt(torch.abs(x) + 1.0) + 1.0) + self.epsilon * x
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_inverse_rescale(self, x):
-        z = torch.abs(x) + 1.0 + self.epsilon
-        root = 2.0 * z / (torch.sqrt(1.0 + 4.0 * self.epsilon * z) + 1.0)
-        return torch.sign(x) * (torch.square(root) - 1.0)
+        ops = self.ops
+        z = ops.abs(x) + 1.0 + self.epsilon
+        root = 2.0 * z / (ops.sqrt(1.0 + 4.0 * self.epsilon * z) + 1.0)
+        return ops.sign(x) * (ops.square(root) - 1.0)

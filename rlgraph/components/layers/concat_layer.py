@@ -1,7 +1,6 @@
 """A layer that concatenates its inputs along one axis."""
 from rlgraph.components.layers.layer import Layer
 from rlgraph.spaces import BoxSpace, TextBox
-from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 from rlgraph.utils.errors import RLGraphAPIError, RLGraphSpaceError
 from rlgraph.utils.validation import Int, check_args
@@ -62,10 +61,6 @@ class ConcatLayer(Layer):
             raise RLGraphAPIError(f"'{self.global_scope}': call() needs at least one input.")
         return self._graph_fn_call(*inputs)
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_call(self, *inputs):
-        return tf.concat(inputs, axis=self._backend_axis)
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_call(self, *inputs):
-        return torch.cat(inputs, dim=self._backend_axis)
+        return self.ops.concat(inputs, axis=self._backend_axis)

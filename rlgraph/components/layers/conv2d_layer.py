@@ -1,8 +1,8 @@
 """A 2D convolution layer on NHWC images."""
+from rlgraph.backends.ops import same_padding
 from rlgraph.components.layers.activations import ActivationName, get_activation
 from rlgraph.components.layers.layer import Layer
 from rlgraph.spaces import FloatBox
-from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn
 from rlgraph.utils.errors import RLGraphSpaceError
 from rlgraph.utils.validation import Int, Ints, OneOf, check_args
@@ -13,19 +13,12 @@ def _pair(value):
     return (value, value) if isinstance(value, int) else tuple(value)
 
 
-def _same_padding(size, kernel, stride):
-    """TensorFlow's "same" padding along one axis: (output size, pad before, pad after)."""
-    out = -(-size // stride)
-    total = max((out - 1) * stride + kernel - size, 0)
-    return out, total // 2, total - total // 2
-
-
 class Conv2DLayer(Layer):
     """``activation(conv2d(inputs, kernel) + bias)`` on images of shape ``[height, width, channels]``.
 
     Inputs are channels-last (NHWC) on both backends, with any leading batch/time ranks. The kernel has the
-    TensorFlow layout ``[kernel_h, kernel_w, in_channels, filters]`` on both backends (the PyTorch graph
-    function transposes it), so the same seed gives the same weights. "same" padding follows TensorFlow
+    TensorFlow layout ``[kernel_h, kernel_w, in_channels, filters]`` on both backends (``ops.conv2d`` transposes
+    it for PyTorch), so the same seed gives the same weights. "same" padding follows TensorFlow
     (output size ``ceil(size / stride)``; an odd total padding puts the extra row/column after).
 
     Args:
@@ -63,7 +56,6 @@ class Conv2DLayer(Layer):
         self.kernel = self.bias = None
         self._act = None
         self._in_shape = self._out_shape = None
-        self._torch_pad = None  # (left, right, top, bottom) for torch.nn.functional.pad, or None.
 
     def check_input_spaces(self, input_spaces, action_space=None):
         space = input_spaces["inputs"]
@@ -83,10 +75,7 @@ class Conv2DLayer(Layer):
         if self.padding == "valid":
             out_h, out_w = (height - kh) // sh + 1, (width - kw) // sw + 1
         else:
-            out_h, top, bottom = _same_padding(height, kh, sh)
-            out_w, left, right = _same_padding(width, kw, sw)
-            if top or bottom or left or right:
-                self._torch_pad = (left, right, top, bottom)
+            out_h, out_w = same_padding(height, kh, sh)[0], same_padding(width, kw, sw)[0]
         self._in_shape = (height, width, channels)
         self._out_shape = (out_h, out_w, self.filters)
         self.kernel = self.get_variable("kernel", shape=(kh, kw, channels, self.filters),
@@ -95,26 +84,13 @@ class Conv2DLayer(Layer):
             self.bias = self.get_variable("bias", shape=(self.filters,), initializer=self.bias_initializer)
         self._act = get_activation(self.activation, self.backend.name)
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_call(self, inputs):
-        rank = inputs.shape.rank
-        images = inputs if rank == 4 else tf.reshape(inputs, (-1,) + self._in_shape)
-        out = tf.nn.conv2d(images, self.kernel, strides=(1,) + self.strides + (1,), padding=self.padding.upper())
-        if self.use_bias:
-            out = tf.nn.bias_add(out, self.bias)
+        ops = self.ops
+        shape = ops.shape(inputs)
+        out = ops.conv2d(ops.reshape(inputs, (-1,) + self._in_shape), self.kernel, self.bias, self.strides,
+                         self.padding)
         if self._act is not None:
             out = self._act(out)
-        if rank != 4:
-            out = tf.reshape(out, tf.concat([tf.shape(inputs)[:rank - 3], self._out_shape], axis=0))
-        return out
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_call(self, inputs):
-        lead = inputs.shape[:-3]
-        images = inputs.reshape((-1,) + self._in_shape).permute(0, 3, 1, 2)  # NCHW view of NHWC memory.
-        if self._torch_pad is not None:
-            images = torch.nn.functional.pad(images, self._torch_pad)
-        out = torch.nn.functional.conv2d(images, self.kernel.permute(3, 2, 0, 1), self.bias, stride=self.strides)
-        if self._act is not None:
-            out = self._act(out)
-        return out.permute(0, 2, 3, 1).reshape(lead + self._out_shape)
+        # PyTorch: the copy into NHWC order (its convolution runs in NCHW).
+        return ops.reshape(out, tuple(shape[:-3]) + self._out_shape)

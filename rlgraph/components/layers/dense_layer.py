@@ -2,7 +2,6 @@
 from rlgraph.components.layers.activations import ActivationName, get_activation
 from rlgraph.components.layers.layer import Layer
 from rlgraph.spaces import FloatBox
-from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn
 from rlgraph.utils.errors import RLGraphSpaceError
 from rlgraph.utils.validation import Int, check_args
@@ -50,24 +49,7 @@ class DenseLayer(Layer):
             self.bias = self.get_variable("bias", shape=(self.units,), initializer=self.bias_initializer)
         self._act = get_activation(self.activation, self.backend.name)
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_call(self, inputs):
-        if inputs.shape.rank == 2:
-            out = tf.matmul(inputs, self.kernel)
-        else:
-            out = tf.tensordot(inputs, self.kernel, axes=1)
-        if self.use_bias:
-            out = tf.nn.bias_add(out, self.bias)
-        return out if self._act is None else self._act(out)
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_call(self, inputs):
-        if self.use_bias:
-            if inputs.dim() == 2:
-                out = torch.addmm(self.bias, inputs, self.kernel)
-            else:  # One fused addmm over the leading dimensions (time and batch ranks), not matmul + add.
-                out = torch.addmm(self.bias, inputs.reshape(-1, inputs.shape[-1]), self.kernel).view(
-                    *inputs.shape[:-1], self.units)
-        else:
-            out = inputs @ self.kernel
+        out = self.ops.linear(inputs, self.kernel, self.bias)  # Fused where the backend has it (torch.addmm).
         return out if self._act is None else self._act(out)

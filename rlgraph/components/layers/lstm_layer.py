@@ -94,6 +94,7 @@ class LSTMLayer(Layer):
     def call(self, inputs, initial_state=None, resets=None):
         return self._graph_fn_call(inputs, initial_state, resets)
 
+    # Per backend: the recurrent scan is each backend's own kernel (lstm_scan_tf / lstm_scan_pytorch).
     @graph_fn(backend="tf")
     def _graph_fn_call(self, inputs, initial_state, resets):
         x = inputs if self.time_major else tf.transpose(inputs, [1, 0, 2])

@@ -3,7 +3,6 @@ import numpy as np
 
 from rlgraph.components.layers.layer import Layer
 from rlgraph.spaces import BoxSpace, IntBox, TextBox
-from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 from rlgraph.utils.errors import RLGraphAPIError, RLGraphSpaceError
 from rlgraph.utils.validation import AnyOf, Int, OneOf, Optional, Shape, check_args, spec_error
@@ -119,38 +118,22 @@ class ReshapeLayer(Layer):
             raise RLGraphAPIError(f"'{self.global_scope}': orig_inputs is only used with unfold_time_rank=True.")
         return self._graph_fn_call(inputs, orig_inputs)
 
-    @graph_fn(backend="tf", split_ops=True, add_auto_key_as_first_param=True)
+    @graph_fn(split_ops=True, add_auto_key_as_first_param=True)
     def _graph_fn_call(self, key, inputs, orig_inputs):
+        ops = self.ops
         depth, low, item_rank, out_shape = self._plans[key]
         if depth is not None:
             indices = inputs - low if low else inputs
-            inputs = tf.one_hot(tf.cast(indices, tf.int32), depth, dtype=tf.float32)
+            inputs = ops.one_hot(indices, depth, dtype="float32")
         if out_shape is None and not (self.fold_time_rank or self.unfold_time_rank):
             return inputs
-        lead_rank = inputs.shape.rank - item_rank
-        if self.fold_time_rank:
-            lead = [-1]
-        elif self.unfold_time_rank:
-            lead = tf.shape(orig_inputs)[:2]
-        else:
-            lead = tf.shape(inputs)[:lead_rank]
-        item = tf.shape(inputs)[lead_rank:] if out_shape is None else out_shape
-        return tf.reshape(inputs, tf.concat([lead, item], axis=0))
-
-    @graph_fn(backend="pytorch", split_ops=True, add_auto_key_as_first_param=True)
-    def _graph_fn_call(self, key, inputs, orig_inputs):
-        depth, low, item_rank, out_shape = self._plans[key]
-        if depth is not None:
-            indices = inputs - low if low else inputs
-            inputs = torch.nn.functional.one_hot(indices.long(), depth).float()
-        if out_shape is None and not (self.fold_time_rank or self.unfold_time_rank):
-            return inputs
-        lead_rank = inputs.dim() - item_rank
+        shape = ops.shape(inputs)
+        lead_rank = len(shape) - item_rank
         if self.fold_time_rank:
             lead = (-1,)
         elif self.unfold_time_rank:
-            lead = tuple(orig_inputs.shape[:2])
+            lead = tuple(ops.shape(orig_inputs)[:2])
         else:
-            lead = tuple(inputs.shape[:lead_rank])
-        item = tuple(inputs.shape[lead_rank:]) if out_shape is None else out_shape
-        return inputs.reshape(lead + item)
+            lead = tuple(shape[:lead_rank])
+        item = tuple(shape[lead_rank:]) if out_shape is None else tuple(out_shape)
+        return ops.reshape(inputs, lead + item)

@@ -1,7 +1,6 @@
 """The asynchronous PPO loss: PPO clipping on V-trace advantages (Sample Factory, Petrenko et al. 2020)."""
 from rlgraph.components.helpers.input_checks import check_space
 from rlgraph.components.loss_functions.impala_loss_function import IMPALALossFunction
-from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 from rlgraph.utils.errors import RLGraphSpaceError
 from rlgraph.utils.validation import Number, Optional, check_args
@@ -91,39 +90,18 @@ class APPOLossFunction(IMPALALossFunction):
         return self._graph_fn_average(self._graph_fn_ppo_loss_per_item(
             log_probs, behaviour_log_probs, entropies, values, behaviour_values, vs, advantages))
 
-    # --- TensorFlow ------------------------------------------------------------------------------------
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_ppo_loss_per_item(self, log_probs, behaviour_log_probs, entropies, values, behaviour_values, vs,
                                     advantages):
+        ops = self.ops
         if self.normalize_advantages:
-            mean, variance = tf.nn.moments(advantages, axes=[0, 1])
-            advantages = (advantages - mean) / (tf.sqrt(variance) + 1e-8)
-        ratio = tf.exp(log_probs - tf.stop_gradient(behaviour_log_probs))
-        clipped_ratio = tf.clip_by_value(ratio, 1.0 - self.clip_ratio, 1.0 + self.clip_ratio)
-        policy = -tf.minimum(ratio * advantages, clipped_ratio * advantages)
-        value = tf.square(values - vs)
+            advantages = (advantages - ops.mean(advantages)) / (ops.std(advantages) + 1e-8)
+        ratio = ops.exp(log_probs - ops.stop_gradient(behaviour_log_probs))
+        clipped_ratio = ops.clip(ratio, 1.0 - self.clip_ratio, 1.0 + self.clip_ratio)
+        policy = -ops.minimum(ratio * advantages, clipped_ratio * advantages)
+        value = ops.square(values - vs)
         if self.value_clipping is not None:
-            clipped = behaviour_values + tf.clip_by_value(values - behaviour_values, -self.value_clipping,
-                                                          self.value_clipping)
-            value = tf.maximum(value, tf.square(clipped - vs))
+            clipped = behaviour_values + ops.clip(values - behaviour_values, -self.value_clipping, self.value_clipping)
+            value = ops.maximum(value, ops.square(clipped - vs))
         per_step = self.weight_pg * policy + self.weight_baseline * 0.5 * value - self.weight_entropy * entropies
-        reduce = tf.reduce_sum if self.time_reduction == "sum" else tf.reduce_mean
-        return reduce(per_step, axis=0 if self.time_major else 1)
-
-    # --- PyTorch -----------------------------------------------------------------------------------------
-    @graph_fn(backend="pytorch")
-    def _graph_fn_ppo_loss_per_item(self, log_probs, behaviour_log_probs, entropies, values, behaviour_values, vs,
-                                    advantages):
-        if self.normalize_advantages:
-            advantages = (advantages - advantages.mean()) / (advantages.std(correction=0) + 1e-8)
-        ratio = torch.exp(log_probs - behaviour_log_probs.detach())
-        clipped_ratio = torch.clamp(ratio, 1.0 - self.clip_ratio, 1.0 + self.clip_ratio)
-        policy = -torch.minimum(ratio * advantages, clipped_ratio * advantages)
-        value = torch.square(values - vs)
-        if self.value_clipping is not None:
-            clipped = behaviour_values + torch.clamp(values - behaviour_values, -self.value_clipping,
-                                                     self.value_clipping)
-            value = torch.maximum(value, torch.square(clipped - vs))
-        per_step = self.weight_pg * policy + self.weight_baseline * 0.5 * value - self.weight_entropy * entropies
-        reduce = torch.sum if self.time_reduction == "sum" else torch.mean
-        return reduce(per_step, dim=0 if self.time_major else 1)
+        return self._reduce_time(per_step)

@@ -1,7 +1,6 @@
 """The (double, n-step, prioritized) DQN loss."""
 from rlgraph.components.helpers.input_checks import check_same_item_shape, check_space
 from rlgraph.components.loss_functions.loss_function import LossFunction
-from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 from rlgraph.utils.errors import RLGraphSpaceError
 from rlgraph.utils.validation import Int, Number, check_args
@@ -79,36 +78,14 @@ class DQNLossFunction(LossFunction):
                                                         q_values_sp)
         return loss_per_item
 
-    # --- TensorFlow ------------------------------------------------------------------------------------
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_loss_per_item(self, q_values_s, actions, rewards, terminals, qt_values_sp, q_values_sp):
-        num_actions = tf.shape(q_values_s)[-1]
-        q_s_a = tf.reduce_sum(q_values_s * tf.one_hot(actions, num_actions, dtype=q_values_s.dtype), axis=-1)
+        ops = self.ops
+        q_s_a = ops.take_along_last(q_values_s, actions)
         selector = q_values_sp if self.double_q else qt_values_sp
-        best = tf.one_hot(tf.argmax(selector, axis=-1), num_actions, dtype=qt_values_sp.dtype)
-        qt_sp = tf.reduce_sum(qt_values_sp * best, axis=-1)
-        not_done = 1.0 - tf.cast(terminals, rewards.dtype)
-        targets = rewards + (self.discount ** self.n_step) * not_done * qt_sp
-        td_errors = tf.stop_gradient(targets) - q_s_a
-        if self.huber_loss:
-            abs_td = tf.abs(td_errors)
-            loss = tf.where(abs_td <= self.huber_delta, 0.5 * tf.square(td_errors),
-                            self.huber_delta * (abs_td - 0.5 * self.huber_delta))
-        else:
-            loss = 0.5 * tf.square(td_errors)
-        return loss, tf.stop_gradient(td_errors)
-
-    # --- PyTorch -----------------------------------------------------------------------------------------
-    @graph_fn(backend="pytorch")
-    def _graph_fn_loss_per_item(self, q_values_s, actions, rewards, terminals, qt_values_sp, q_values_sp):
-        q_s_a = q_values_s.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
-        with torch.no_grad():  # The targets are constants: no autograd graph for them.
-            selector = q_values_sp if self.double_q else qt_values_sp
-            qt_sp = qt_values_sp.gather(-1, selector.argmax(dim=-1, keepdim=True)).squeeze(-1)
-            not_done = 1.0 - terminals.to(rewards.dtype)
-            targets = rewards + (self.discount ** self.n_step) * not_done * qt_sp
-        if self.huber_loss:  # One fused op (the same formula, forward and backward).
-            loss = torch.nn.functional.huber_loss(q_s_a, targets, reduction="none", delta=self.huber_delta)
-            return loss, targets - q_s_a.detach()
+        qt_sp = ops.take_along_last(qt_values_sp, ops.argmax(selector, axis=-1))
+        not_done = 1.0 - ops.cast(terminals, rewards.dtype)
+        targets = ops.stop_gradient(rewards + (self.discount ** self.n_step) * not_done * qt_sp)
         td_errors = targets - q_s_a
-        return 0.5 * td_errors.square(), td_errors.detach()
+        loss = ops.huber(td_errors, self.huber_delta) if self.huber_loss else 0.5 * ops.square(td_errors)
+        return loss, ops.stop_gradient(td_errors)

@@ -2,7 +2,6 @@
 from rlgraph.components.helpers.input_checks import check_space
 from rlgraph.components.helpers.v_trace_function import VTraceFunction
 from rlgraph.components.loss_functions.loss_function import LossFunction
-from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 from rlgraph.utils.validation import Number, OneOf, Optional, check_args
 
@@ -99,34 +98,22 @@ class IMPALALossFunction(LossFunction):
         return (-self.weight_pg * log_probs * pg_advantages + self.weight_baseline * 0.5 * (vs - values) ** 2
                 - self.weight_entropy * entropies)
 
-    # --- TensorFlow ------------------------------------------------------------------------------------
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_clip_rewards_and_discount(self, rewards, terminals):
+        ops = self.ops
         if self.reward_clipping == "clamp_one":
-            rewards = tf.clip_by_value(rewards, -1.0, 1.0)
+            rewards = ops.clip(rewards, -1.0, 1.0)
         elif self.reward_clipping == "soft_asymmetric":
-            squeezed = tf.tanh(rewards / 5.0) * 5.0
-            rewards = tf.where(rewards < 0.0, 0.3 * squeezed, squeezed)
-        return rewards, self.discount * (1.0 - tf.cast(terminals, rewards.dtype))
+            squeezed = ops.tanh(rewards / 5.0) * 5.0
+            rewards = ops.where(rewards < 0.0, 0.3 * squeezed, squeezed)
+        return rewards, self.discount * (1.0 - ops.cast(terminals, rewards.dtype))
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_loss_per_item(self, log_probs, entropies, values, vs, pg_advantages):
         per_step = self._step_losses(log_probs, entropies, values, vs, pg_advantages)
-        reduce = tf.reduce_sum if self.time_reduction == "sum" else tf.reduce_mean
+        return self._reduce_time(per_step)
+
+    def _reduce_time(self, per_step):
+        """The sum or mean (``time_reduction``) of per-step terms [T, B] over time: [B]."""
+        reduce = self.ops.sum if self.time_reduction == "sum" else self.ops.mean
         return reduce(per_step, axis=0 if self.time_major else 1)
-
-    # --- PyTorch -----------------------------------------------------------------------------------------
-    @graph_fn(backend="pytorch")
-    def _graph_fn_clip_rewards_and_discount(self, rewards, terminals):
-        if self.reward_clipping == "clamp_one":
-            rewards = torch.clamp(rewards, -1.0, 1.0)
-        elif self.reward_clipping == "soft_asymmetric":
-            squeezed = torch.tanh(rewards / 5.0) * 5.0
-            rewards = torch.where(rewards < 0.0, 0.3 * squeezed, squeezed)
-        return rewards, self.discount * (1.0 - terminals.to(rewards.dtype))
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_loss_per_item(self, log_probs, entropies, values, vs, pg_advantages):
-        per_step = self._step_losses(log_probs, entropies, values, vs, pg_advantages)
-        reduce = torch.sum if self.time_reduction == "sum" else torch.mean
-        return reduce(per_step, dim=0 if self.time_major else 1)

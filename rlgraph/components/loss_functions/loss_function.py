@@ -1,6 +1,5 @@
 """The base class of loss functions."""
 from rlgraph.components.component import Component
-from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn
 from rlgraph.utils.errors import RLGraphAPIError
 
@@ -24,19 +23,12 @@ class LossFunction(Component):
     def __init__(self, *sub_components, scope=None, **kwargs):
         super().__init__(*sub_components, scope=scope, **kwargs)
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_average(self, loss_per_item, importance_weights=None):
         """``mean_i(w_i * loss_per_item_i)`` (plain mean without weights)."""
         if importance_weights is not None:
-            loss_per_item = tf.cast(importance_weights, loss_per_item.dtype) * loss_per_item
-        return tf.reduce_mean(loss_per_item)
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_average(self, loss_per_item, importance_weights=None):
-        if importance_weights is not None:  # One dot product: the product and the sum in one op.
-            weights = importance_weights.to(loss_per_item.dtype).expand_as(loss_per_item)
-            return torch.dot(weights.reshape(-1), loss_per_item.reshape(-1)) / loss_per_item.numel()
-        return torch.mean(loss_per_item)
+            loss_per_item = self.ops.cast(importance_weights, loss_per_item.dtype) * loss_per_item
+        return self.ops.mean(loss_per_item)
 
     def select_importance_weights(self, importance_weights, use_importance_weights):
         """Returns the weights to apply: ``importance_weights`` if the loss uses them, else None.

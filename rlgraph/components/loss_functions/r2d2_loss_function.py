@@ -3,7 +3,6 @@ from rlgraph.components.helpers.input_checks import check_same_item_shape, check
 from rlgraph.components.helpers.n_step_returns import NStepReturns
 from rlgraph.components.helpers.value_function_rescaling import ValueFunctionRescaling
 from rlgraph.components.loss_functions.loss_function import LossFunction
-from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 from rlgraph.utils.validation import Int, Number, check_args
 
@@ -96,65 +95,29 @@ class R2D2LossFunction(LossFunction):
         targets = self.value_rescaling.rescale(returns)
         return self._graph_fn_sequence_losses(q_taken, targets)
 
-    # --- TensorFlow ------------------------------------------------------------------------------------
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_select_q_values(self, q_values, target_q_values, actions):
         """Q(s_t, a_t) and Q_target(s_t, argmax_a Q(s_t, a)), both [B, T]."""
-        num_actions = tf.shape(q_values)[-1]
-        q_taken = tf.reduce_sum(q_values * tf.one_hot(actions, num_actions, dtype=q_values.dtype), axis=-1)
-        best = tf.one_hot(tf.argmax(q_values, axis=-1), num_actions, dtype=target_q_values.dtype)
-        return q_taken, tf.stop_gradient(tf.reduce_sum(target_q_values * best, axis=-1))
+        ops = self.ops
+        q_taken = ops.take_along_last(q_values, actions)
+        return q_taken, ops.stop_gradient(ops.take_along_last(target_q_values, ops.argmax(q_values, axis=-1)))
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_sequence_losses(self, q_taken, targets):
+        ops = self.ops
         time_axis = 0 if self.time_major else 1
-        length = tf.shape(q_taken)[time_axis]
-        check = tf.debugging.assert_greater(
-            length, self.burn_in + self.n_step,
-            message=f"R2D2LossFunction: sequences must be longer than burn_in + n_step = {self.burn_in + self.n_step}")
-        with tf.control_dependencies([check]):
-            steps = tf.range(length)
-        mask = tf.cast((steps >= self.burn_in) & (steps < length - self.n_step), q_taken.dtype)
+        length = ops.shape(q_taken)[time_axis]
+        if not self.in_build_run:  # The build's sample sequences may be shorter (a run-time check on TensorFlow).
+            q_taken = ops.check(length > self.burn_in + self.n_step, f"R2D2LossFunction: sequences must be longer "
+                                f"than burn_in + n_step = {self.burn_in + self.n_step}.", q_taken)
+        steps = ops.arange(length, "int32", like=q_taken)
+        mask = ops.cast(ops.logical_and(steps >= self.burn_in, steps < length - self.n_step), q_taken.dtype)
         mask = mask[:, None] if self.time_major else mask[None, :]
-        td_errors = (tf.stop_gradient(targets) - q_taken) * mask
-        if self.huber_loss:
-            abs_td = tf.abs(td_errors)
-            losses = tf.where(abs_td <= self.huber_delta, 0.5 * tf.square(td_errors),
-                              self.huber_delta * (abs_td - 0.5 * self.huber_delta))
-        else:
-            losses = 0.5 * tf.square(td_errors)
-        count = tf.reduce_sum(mask, axis=time_axis)
-        abs_td = tf.stop_gradient(tf.abs(td_errors))
-        priorities = (self.eta * tf.reduce_max(abs_td, axis=time_axis)
-                      + (1.0 - self.eta) * tf.reduce_sum(abs_td, axis=time_axis) / count)
-        return tf.reduce_sum(losses, axis=time_axis) / count, priorities
-
-    # --- PyTorch -----------------------------------------------------------------------------------------
-    @graph_fn(backend="pytorch")
-    def _graph_fn_select_q_values(self, q_values, target_q_values, actions):
-        q_taken = q_values.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
-        best = q_values.argmax(dim=-1, keepdim=True)
-        return q_taken, target_q_values.gather(-1, best).squeeze(-1).detach()
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_sequence_losses(self, q_taken, targets):
-        time_axis = 0 if self.time_major else 1
-        length = q_taken.shape[time_axis]
-        self.check_at_run_time(length > self.burn_in + self.n_step,
-                               lambda: f"R2D2LossFunction: sequences must be longer than burn_in + n_step = "
-                                       f"{self.burn_in + self.n_step}, got length {length}.")
-        steps = torch.arange(length, device=q_taken.device)
-        mask = ((steps >= self.burn_in) & (steps < length - self.n_step)).to(q_taken.dtype)
-        mask = mask[:, None] if self.time_major else mask[None, :]
-        td_errors = (targets.detach() - q_taken) * mask
-        if self.huber_loss:
-            abs_td = td_errors.abs()
-            losses = torch.where(abs_td <= self.huber_delta, 0.5 * td_errors.square(),
-                                 self.huber_delta * (abs_td - 0.5 * self.huber_delta))
-        else:
-            losses = 0.5 * td_errors.square()
+        td_errors = (ops.stop_gradient(targets) - q_taken) * mask
+        losses = ops.huber(td_errors, self.huber_delta) if self.huber_loss else 0.5 * ops.square(td_errors)
         # The build's sample sequences may be shorter than burn_in + n_step: keep the division defined.
-        count = torch.clamp(mask.sum(dim=time_axis), min=1.0)
-        abs_td = td_errors.detach().abs()
-        priorities = self.eta * abs_td.amax(dim=time_axis) + (1.0 - self.eta) * abs_td.sum(dim=time_axis) / count
-        return losses.sum(dim=time_axis) / count, priorities
+        count = ops.maximum(ops.sum(mask, axis=time_axis), 1.0)
+        abs_td = ops.stop_gradient(ops.abs(td_errors))
+        priorities = (self.eta * ops.max(abs_td, axis=time_axis)
+                      + (1.0 - self.eta) * ops.sum(abs_td, axis=time_axis) / count)
+        return ops.sum(losses, axis=time_axis) / count, priorities

@@ -268,6 +268,8 @@ class FIFOQueue(NumpyMemory):
 
     # PyTorch's _graph_fn_insert_records is NumpyMemory's.
 
+    # Per backend (queues): TF waits on its native wake-up queues between non-blocking attempts (a blocking
+    # numpy_function would hold an inter-op thread), PyTorch blocks in the caller's thread.
     @graph_fn(backend="tf")
     def _graph_fn_get_records(self, num_records):
         def ready(n):
@@ -280,10 +282,9 @@ class FIFOQueue(NumpyMemory):
 
     @graph_fn(backend="pytorch")
     def _graph_fn_get_records(self, num_records):
-        n = int(num_records)
-        outputs = self.torch_numpy_call(self._get_numpy, n, api_method="get_records", out_specs=self._get_specs,
-                                        num_records=n)
-        return self.record_space.unflatten(dict(zip(self._keys, self.torch_outputs(outputs))))
+        outputs = self.numpy_call(self._get_numpy, [num_records], self._get_specs, "get_records",
+                                  num_records=num_records)
+        return self.record_space.unflatten(dict(zip(self._keys, outputs)))
 
 
 def _batch_size(arrays):

@@ -6,7 +6,6 @@ import numpy as np
 
 from rlgraph.components.memories.memory import Memory
 from rlgraph.spaces import Space, TextBox
-from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 from rlgraph.utils.errors import RLGraphError, RLGraphRuntimeError, RLGraphSpaceError
 from rlgraph.utils.initializers import variable_rng
@@ -27,7 +26,7 @@ class NumpyMemory(Memory):
       taken from the record space. A failure on the numpy side travels out as a string output and is raised by
       ``tf.debugging.Assert``, which the TF executor turns into ``RLGraphRuntimeError`` carrying the message.
     - The PyTorch build runs every graph function on sample values. During those runs (``in_build_run``)
-      the storage is left alone: ``torch_numpy_call`` does not call the numpy side, so inserts and updates do
+      the storage is left alone: ``numpy_call`` does not call the numpy side, so inserts and updates do
       nothing and reads return zero records of the right structure. ``get_state``/``set_state`` save and
       restore the numpy state all the same.
 
@@ -93,7 +92,7 @@ class NumpyMemory(Memory):
     def get_size(self):
         return self._graph_fn_get_size()
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_insert_records(self, records):
         keys = list(self.record_space.flatten())
         flat = self.record_space.flatten_value(records)
@@ -101,79 +100,52 @@ class NumpyMemory(Memory):
         def insert(*arrays):
             self._insert_numpy(dict(zip(keys, arrays)))
             return []
-        self.tf_numpy_call(insert, [flat[k] for k in keys], [], "insert_records")
+        self.numpy_call(insert, [flat[k] for k in keys], [], "insert_records")
 
-    @graph_fn(backend="pytorch")
-    def _graph_fn_insert_records(self, records):
-        flat = self.record_space.flatten_value(records)
-        self.torch_numpy_call(self._insert_numpy, {k: torch_to_numpy(v) for k, v in flat.items()},
-                              api_method="insert_records")
-
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_get_size(self):
-        (size,) = self.tf_numpy_call(lambda: [np.int64(self._size_numpy())], [], [(np.int64, ())], "get_size")
+        (size,) = self.numpy_call(lambda: [np.int64(self._size_numpy())], [], [(np.int64, ())], "get_size")
         return size
 
-    @graph_fn(backend="pytorch")
-    def _graph_fn_get_size(self):
-        return torch.tensor(self._size_numpy(), dtype=torch.int64)
+    # --- backend bridge (used only inside graph functions) -----------------------------------------------
+    def numpy_call(self, fn, inputs, out_specs, api_method, num_records=0):
+        """Runs the numpy side ``fn(*numpy_inputs) -> list of arrays`` from a graph function (``ops.host_call``:
+        on TF through ``tf.numpy_function``, on PyTorch directly, without copies on the CPU).
 
-    # --- backend bridges (used only inside graph functions) ----------------------------------------------
-    def tf_numpy_call(self, fn, inputs, out_specs, api_method):
-        """Runs ``fn(*numpy_inputs) -> list of arrays`` through ``tf.numpy_function``; used by TF graph fns.
+        During the build's sample runs (``in_build_run``, which only PyTorch executes) ``fn`` is not called, so
+        that the storage is left alone (and a read never waits for records, nor fails for want of them): the
+        outputs are then zeros of ``out_specs`` with ``num_records`` rows (see ``zero_outputs``).
 
         Args:
             fn: The numpy-side function; it returns one array per entry of ``out_specs``.
-            inputs: Tensors passed to ``fn`` as numpy arrays.
+            inputs: Tensors (or Python numbers) passed to ``fn`` as numpy arrays.
             out_specs: ``(numpy dtype, shape)`` per output; ``None`` dims stay open.
             api_method: Named in error messages.
+            num_records: The number of rows of the build runs' zero outputs (a Python int there).
 
         Returns:
-            The list of output tensors, with static shapes set; they depend on the check that raises the
-            numpy side's error message (``RLGraphError``) as an assertion failure.
+            The list of output tensors (TF: with static shapes set, depending on the check that raises the
+            numpy side's error). An ``RLGraphError`` of the numpy side becomes an ``RLGraphRuntimeError`` naming
+            the memory and ``api_method``.
         """
-        specs = [(np.dtype(d), tuple(s)) for d, s in out_specs]
         prefix = self.where(api_method)
 
         def run(*arrays):
+            if self.in_build_run:
+                return self.zero_outputs(out_specs, int(num_records))
             try:
-                outs = list(fn(*arrays))
-                error = b""
+                return fn(*arrays)
             except RLGraphError as e:
                 logger.debug("%s failed: %s", prefix, e)
-                outs = [np.zeros(tuple(0 if d is None else d for d in shape), dtype) for dtype, shape in specs]
-                error = f"{prefix}: {e}".encode("utf-8", "replace")
-            return [np.asarray(o, dtype) for o, (dtype, _) in zip(outs, specs)] + [np.asarray(error, dtype=object)]
+                raise RLGraphError(f"{prefix}: {e}") from None
 
-        results = tf.numpy_function(run, list(inputs), [tf.as_dtype(d) for d, _ in specs] + [tf.string],
-                                    stateful=True, name=f"{type(self).__name__}_{api_method}")
-        *outs, error = results
-        error.set_shape([])
-        check = tf.debugging.Assert(tf.equal(tf.strings.length(error), 0), [error])
-        with tf.control_dependencies([check]):
-            return [tf.ensure_shape(tf.identity(o), shape) for o, (_, shape) in zip(outs, specs)]
-
-    def torch_numpy_call(self, fn, *args, api_method, out_specs=None, num_records=0):
-        """Calls the numpy side from a PyTorch graph fn; its ``RLGraphError`` becomes ``RLGraphRuntimeError``.
-
-        During the build's sample runs (``in_build_run``) ``fn`` is not called, so that the storage is left
-        alone (and a read never waits for records, nor fails for want of them): the result is then zero
-        outputs of ``out_specs`` with ``num_records`` rows (see ``zero_outputs``), or None without ``out_specs``.
-
-        Args:
-            fn: The numpy-side function.
-            *args: Its arguments (numpy values).
-            api_method: Named in error messages.
-            out_specs: ``(numpy dtype, shape)`` per output of ``fn`` (as for ``tf_numpy_call``), for a read.
-            num_records: The number of rows of the build runs' zero outputs.
-        """
-        if self.in_build_run:
-            return None if out_specs is None else self.zero_outputs(out_specs, num_records)
-        return self.host_numpy_call(fn, *args, api_method=api_method)
+        device = host_data_device(self.device)  # PyTorch: this component's device, or the one a tower runs on.
+        return self.ops.host_call(run, inputs, out_specs, device=None if device is None else
+                                  self.backend.normalize_device(device), name=f"{type(self).__name__}_{api_method}")
 
     def host_numpy_call(self, fn, *args, api_method):
-        """Calls the numpy side (from a PyTorch or a host graph function, ``graph_fn(backend=HOST)``); its
-        ``RLGraphError`` becomes ``RLGraphRuntimeError`` naming the memory and ``api_method``."""
+        """Calls the numpy side from a host graph function (``graph_fn(backend=HOST)``); its ``RLGraphError``
+        becomes ``RLGraphRuntimeError`` naming the memory and ``api_method``."""
         try:
             return fn(*args)
         except RLGraphError as e:
@@ -181,42 +153,14 @@ class NumpyMemory(Memory):
 
     @staticmethod
     def host_outputs(outputs, out_specs):
-        """The numpy side's outputs in the dtypes of ``out_specs`` (as ``tf_numpy_call`` gives them to TF), for a
-        host graph function (``graph_fn(backend=HOST)``) returning what the backend functions return."""
+        """The numpy side's outputs in the dtypes of ``out_specs`` (as ``numpy_call`` gives them to the backends),
+        for a host graph function (``graph_fn(backend=HOST)``) returning what the backend functions return."""
         return [np.asarray(o, dtype) for o, (dtype, _) in zip(outputs, out_specs)]
 
-    def torch_outputs(self, outputs):
-        """Numpy outputs of the numpy side as tensors on this component's device (or the device a tower
-        runs on, ``rlgraph.utils.placement``)."""
-        device = host_data_device(self.device)
-        if device is not None:
-            device = self.backend.normalize_device(device)
-        return [numpy_to_torch(o, device) for o in outputs]
-
     def zero_outputs(self, out_specs, n):
-        """Numpy zeros for ``out_specs`` with ``n`` leading rows (what reads return during the build)."""
-        return [np.zeros((n,) + tuple(shape[1:]), dtype) for dtype, shape in out_specs]
-
-
-def torch_to_numpy(value):
-    """A numpy view of a CPU tensor (a copy for other devices); numpy values pass through."""
-    if isinstance(value, np.ndarray) or not isinstance(value, torch.Tensor):
-        return np.asarray(value)
-    if value.requires_grad:
-        value = value.detach()
-    return value.numpy() if value.device.type == "cpu" else value.cpu().numpy()
-
-
-def numpy_to_torch(array, device=None):
-    """A tensor sharing memory with a writable numpy array (copied if it is read-only); on ``device`` (a
-    torch device or its name) where that is not the CPU."""
-    array = np.asarray(array)
-    if not array.flags.writeable:
-        array = array.copy()
-    tensor = torch.from_numpy(array)
-    if device is not None and str(device) != "cpu":
-        tensor = tensor.to(device)
-    return tensor
+        """Numpy zeros for ``out_specs`` with ``n`` leading rows (what reads return during the build; scalars:
+        zero)."""
+        return [np.zeros((n,) + tuple(shape[1:]) if len(shape) else (), dtype) for dtype, shape in out_specs]
 
 
 def flat_specs(space):

@@ -1,7 +1,7 @@
 """Prioritized experience replay as a component (Schaul et al. 2016)."""
 import numpy as np
 
-from rlgraph.components.memories.numpy_memory import NumpyMemory, flat_specs, torch_to_numpy
+from rlgraph.components.memories.numpy_memory import NumpyMemory, flat_specs
 from rlgraph.components.memories.prioritized_replay_buffer import PrioritizedReplayBuffer
 from rlgraph.utils.decorators import HOST, graph_fn, rlgraph_api
 from rlgraph.utils.validation import Number, check_args
@@ -99,20 +99,14 @@ class PrioritizedReplay(NumpyMemory):
         """Inserts records with given raw priorities (Ape-X: actors compute initial priorities)."""
         return self._graph_fn_insert_records_with_priorities(records, priorities)
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_insert_records_with_priorities(self, records, priorities):
         keys = list(self.record_space.flatten())
         flat = self.record_space.flatten_value(records)
 
         def insert(*arrays):
             return self._insert_with_priorities_numpy(dict(zip(keys, arrays[:-1])), arrays[-1])
-        self.tf_numpy_call(insert, [flat[k] for k in keys] + [priorities], [], "insert_records_with_priorities")
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_insert_records_with_priorities(self, records, priorities):
-        flat = self.record_space.flatten_value(records)
-        self.torch_numpy_call(self._insert_with_priorities_numpy, {k: torch_to_numpy(v) for k, v in flat.items()},
-                              torch_to_numpy(priorities), api_method="insert_records_with_priorities")
+        self.numpy_call(insert, [flat[k] for k in keys] + [priorities], [], "insert_records_with_priorities")
 
     @graph_fn(backend=HOST)
     def _graph_fn_insert_records_with_priorities(self, records, priorities):
@@ -121,7 +115,7 @@ class PrioritizedReplay(NumpyMemory):
                              np.asarray(priorities), api_method="insert_records_with_priorities")
 
     # Inserts run on the host where a root API method is only the insert (``GraphExecutor``); the backends'
-    # implementations are NumpyMemory's.
+    # implementation is NumpyMemory's.
     @graph_fn(backend=HOST)
     def _graph_fn_insert_records(self, records):
         flat = self.record_space.flatten_value(records)
@@ -136,16 +130,14 @@ class PrioritizedReplay(NumpyMemory):
     def update_records(self, indices, priorities):
         return self._graph_fn_update_records(indices, priorities)
 
-    @graph_fn(backend="tf", returns=3)
+    @graph_fn(returns=3)
     def _graph_fn_get_records(self, num_records):
-        return self._pack(self.tf_numpy_call(self._get_numpy, [num_records], self._get_specs, "get_records"))
+        return self.sample_in_graph(num_records)
 
-    @graph_fn(backend="pytorch", returns=3)
-    def _graph_fn_get_records(self, num_records):
-        n = int(num_records)
-        outputs = self.torch_numpy_call(self._get_numpy, n, api_method="get_records", out_specs=self._get_specs,
-                                        num_records=n)
-        return self._pack(self.torch_outputs(outputs))
+    def sample_in_graph(self, num_records):
+        """``get_records``' outputs in a graph function: the numpy side's sample, packed (``_pack``)."""
+        return self._pack(self.numpy_call(self._get_numpy, [num_records], self._get_specs, "get_records",
+                                          num_records=num_records))
 
     @graph_fn(backend=HOST, returns=3)
     def _graph_fn_get_records(self, num_records):
@@ -156,11 +148,6 @@ class PrioritizedReplay(NumpyMemory):
         outputs = self.host_numpy_call(self._get_numpy, int(num_records), api_method="get_records")
         return self._pack(self.host_outputs(outputs, self._get_specs))
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_update_records(self, indices, priorities):
-        self.tf_numpy_call(self._update_numpy, [indices, priorities], [], "update_records")
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_update_records(self, indices, priorities):
-        self.torch_numpy_call(self._update_numpy, torch_to_numpy(indices), torch_to_numpy(priorities),
-                              api_method="update_records")
+        self.numpy_call(self._update_numpy, [indices, priorities], [], "update_records")

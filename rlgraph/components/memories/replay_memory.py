@@ -1,8 +1,5 @@
 """A uniform replay memory with ring-buffer semantics."""
 from rlgraph.components.memories.memory import Memory
-from rlgraph.backends.pytorch_backend import torch_random
-from rlgraph.backends.tf_backend import tf_random
-from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 
 
@@ -37,52 +34,28 @@ class ReplayMemory(Memory):
     def get_size(self):
         return self._graph_fn_get_size()
 
-    # --- TensorFlow ------------------------------------------------------------------------------------
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_insert_records(self, records):
+        ops = self.ops
         flat = self.record_space.flatten_value(records)
-        n = tf.shape(next(iter(flat.values())), out_type=tf.int64)[0]
-        m = tf.minimum(n, self.capacity)  # Of a batch larger than the memory, only the last records stay.
-        positions = (self.index + (n - m) + tf.range(m, dtype=tf.int64)) % self.capacity
+        n = ops.asarray(ops.shape(next(iter(flat.values())))[0], "int64", like=self.index)
+        m = ops.minimum(n, self.capacity)  # Of a batch larger than the memory, only the last records stay.
+        positions = (self.index + (n - m) + ops.arange(m, "int64", like=self.index)) % self.capacity
         for key, var in self.storage.items():
-            var.scatter_nd_update(positions[:, None], flat[key][n - m:])
-        self.index.assign((self.index + n) % self.capacity)
-        self.size.assign(tf.minimum(self.size + n, self.capacity))
+            ops.scatter_update(var, positions, flat[key][n - m:])
+        ops.assign(self.index, (self.index + n) % self.capacity)
+        ops.assign(self.size, ops.minimum(self.size + n, self.capacity))
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_get_records(self, num_records):
-        n = tf.cast(num_records, tf.int64)
-        size = self.size.read_value()
-        check = tf.debugging.assert_less_equal(
-            n, size, message="ReplayMemory: asked for more records than the memory holds")
-        with tf.control_dependencies([check]):
-            indices = tf_random.uniform(tf.reshape(n, [1]), maxval=tf.maximum(size, 1), dtype=tf.int64)
-        return self.record_space.unflatten({k: tf.gather(v, indices) for k, v in self.storage.items()})
+        ops = self.ops
+        n = ops.asarray(num_records, "int64")
+        size = ops.read_value(self.size)
+        if not self.in_build_run:  # The draw waits for the check.
+            n = ops.check(n <= size, "ReplayMemory: asked for more records than the memory holds", n)
+        indices = ops.random_integers((n,), 0, ops.maximum(size, 1), dtype="int64")
+        return self.record_space.unflatten({k: ops.gather(v, indices) for k, v in self.storage.items()})
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_get_size(self):
-        return self.size.read_value()
-
-    # --- PyTorch -----------------------------------------------------------------------------------------
-    @graph_fn(backend="pytorch")
-    def _graph_fn_insert_records(self, records):
-        flat = self.record_space.flatten_value(records)
-        n = int(next(iter(flat.values())).shape[0])
-        m = min(n, self.capacity)
-        index = int(self.index)
-        positions = (index + (n - m) + torch.arange(m)) % self.capacity
-        for key, var in self.storage.items():
-            var[positions] = flat[key][n - m:].to(var.dtype)
-        self.index.fill_((index + n) % self.capacity)
-        self.size.fill_(min(int(self.size) + n, self.capacity))
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_get_records(self, num_records):
-        n, size = int(num_records), int(self.size)
-        self.check_at_run_time(n <= size, lambda: f"ReplayMemory: asked for {n} records, but the memory holds {size}.")
-        indices = torch_random.randint(0, max(size, 1), (n,))
-        return self.record_space.unflatten({k: v[indices] for k, v in self.storage.items()})
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_get_size(self):
-        return self.size.clone()
+        return self.ops.read_value(self.size)

@@ -122,16 +122,9 @@ class SequenceReplay(PrioritizedReplay):
         return sequences, states, indices, weights
 
     # --- graph functions (the API methods are PrioritizedReplay's) --------------------------------------------
-    @graph_fn(backend="tf", returns=4)
+    @graph_fn(returns=4)
     def _graph_fn_get_records(self, num_records):
-        return self._pack(self.tf_numpy_call(self._get_numpy, [num_records], self._get_specs, "get_records"))
-
-    @graph_fn(backend="pytorch", returns=4)
-    def _graph_fn_get_records(self, num_records):
-        n = int(num_records)
-        outputs = self.torch_numpy_call(self._get_numpy, n, api_method="get_records", out_specs=self._get_specs,
-                                        num_records=n)
-        return self._pack(self.torch_outputs(outputs))
+        return self.sample_in_graph(num_records)
 
     @graph_fn(backend=HOST, returns=4)
     def _graph_fn_get_records(self, num_records):

@@ -121,11 +121,15 @@ class Optimizer(Component):
     def _learning_rate(self, time_percentage):
         return self.learning_rate.get(0.0 if time_percentage is None else time_percentage)
 
-    # --- TensorFlow ------------------------------------------------------------------------------------------
-    @graph_fn(backend="tf", returns=2)
+    @graph_fn(returns=2)
     def _graph_fn_step(self, variables, loss, learning_rate):
-        return loss, self._tf_apply(variables, self._tf_gradients(variables, loss), learning_rate)
+        # The backends differ in the two graph functions it calls (the calls are plain Python once built).
+        gradients = self._graph_fn_calculate_gradients(variables, loss)
+        return self.ops.stop_gradient(loss), self._graph_fn_apply_gradients(variables, gradients, learning_rate)
 
+    # --- TensorFlow ------------------------------------------------------------------------------------------
+    # Per backend: TF differentiates its traced graph (tf.gradients) and updates variable by variable; PyTorch
+    # runs autograd and updates flat slot buffers (with fused kernels where an optimizer has one).
     @graph_fn(backend="tf")
     def _graph_fn_calculate_gradients(self, variables, loss):
         return self._tf_gradients(variables, loss)
@@ -164,10 +168,6 @@ class Optimizer(Component):
         return norm
 
     # --- PyTorch ---------------------------------------------------------------------------------------------
-    @graph_fn(backend="pytorch", returns=2)
-    def _graph_fn_step(self, variables, loss, learning_rate):
-        return loss.detach(), self._torch_apply(variables, self._torch_gradients(variables, loss), learning_rate)
-
     @graph_fn(backend="pytorch")
     def _graph_fn_calculate_gradients(self, variables, loss):
         return self._torch_gradients(variables, loss)

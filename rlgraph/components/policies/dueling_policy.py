@@ -5,7 +5,6 @@ from rlgraph.components.layers.activations import ActivationName
 from rlgraph.components.layers.dense_layer import DenseLayer
 from rlgraph.components.policies.policy import Policy
 from rlgraph.spaces import IntBox
-from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 from rlgraph.utils.errors import RLGraphSpaceError
 from rlgraph.utils.validation import Int, Optional, check_args
@@ -56,7 +55,6 @@ class DuelingPolicy(Policy):
             raise RLGraphSpaceError(f"DuelingPolicy: the action space must be an IntBox (discrete actions), got "
                                     f"{self.action_space!r}.")
         self.state_value_hidden = self.advantage_hidden = None
-        self._centering = {}  # PyTorch: (actions, dtype, device) -> the constant I - 1/n (see _graph_fn_q_values).
         if units_state_value_stream is not None:
             self.state_value_hidden = DenseLayer(units_state_value_stream, activation=stream_activation,
                                                  scope="state-value-hidden")
@@ -112,31 +110,14 @@ class DuelingPolicy(Policy):
         return self._with_states(dict(advantages=self._advantages(nn_outputs)), states)
 
     # --- graph functions ------------------------------------------------------------------------------------
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_q_values(self, state_value, advantages):
         """``(Q, V)``: ``Q = V + A - mean(A)`` over the last (action) axis; V ``[..., 1]`` -> ``[...]``."""
         v = state_value
         for _ in range(self._action_ranks[0]):  # IntBox with an item shape: one V per item, broadcast.
             v = v[..., None]
-        q = v + advantages - tf.reduce_mean(advantages, axis=-1, keepdims=True)
-        return q, tf.squeeze(state_value, axis=-1)
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_q_values(self, state_value, advantages):
-        v = state_value
-        for _ in range(self._action_ranks[0]):
-            v = v.unsqueeze(-1)
-        # A - mean(A) = A @ (I - 1/n): with V added, one op (and one in the backward pass) instead of three.
-        key = (advantages.shape[-1], advantages.dtype, advantages.device)
-        centering = self._centering.get(key)
-        if centering is None:
-            n = key[0]
-            centering = self._centering[key] = torch.eye(n, dtype=key[1], device=key[2]) - 1.0 / n
-        if advantages.dim() == 2:
-            q = torch.addmm(v, advantages, centering)
-        else:
-            q = torch.matmul(advantages, centering) + v
-        return q, state_value.squeeze(-1)
+        q = v + advantages - self.ops.mean(advantages, axis=-1, keepdims=True)
+        return q, state_value[..., 0]
 
     @graph_fn
     def _graph_fn_squeeze(self, state_value):

@@ -9,7 +9,6 @@ from rlgraph.components.distributions.categorical import Categorical
 from rlgraph.components.distributions.distribution import Distribution
 from rlgraph.components.neural_networks.neural_network import NeuralNetwork
 from rlgraph.spaces import ContainerSpace, FloatBox, IntBox, Space, Tuple
-from rlgraph.utils.backend import tf
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 from rlgraph.utils.errors import RLGraphAPIError, RLGraphSpaceError
 from rlgraph.utils.validation import Mapping, Optional, check_args, spec_error
@@ -247,19 +246,11 @@ class Policy(Component):
                                  states)
 
     # --- graph functions ------------------------------------------------------------------------------------
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_joint(self, values):
         """Sums per-component values over each action's own axes and over all keys: one value per item."""
         total = None
         for value, rank in zip(values, self._action_ranks):
-            value = tf.reduce_sum(value, axis=list(range(-rank, 0))) if rank else value
-            total = value if total is None else total + value
-        return total
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_joint(self, values):
-        total = None
-        for value, rank in zip(values, self._action_ranks):
-            value = value.sum(dim=tuple(range(-rank, 0))) if rank else value
+            value = self.ops.sum(value, axis=tuple(range(-rank, 0))) if rank else value
             total = value if total is None else total + value
         return total

@@ -2,7 +2,6 @@
 import numpy as np
 
 from rlgraph.components.preprocessing.preprocessor import Preprocessor
-from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn
 from rlgraph.utils.validation import Number, check_args, spec_error
 
@@ -42,14 +41,9 @@ class Clip(Preprocessor):
         high = max(min(int(np.floor(self.max_value)), int_range[1]), int_range[0])
         return low, high
 
-    @graph_fn(backend="tf", split_ops=True)
+    @graph_fn(split_ops=True)
     def _graph_fn_preprocess(self, inputs):
-        dtype = inputs.dtype
-        low, high = self.bounds_for(None if dtype.is_floating else (dtype.min, dtype.max))
-        return tf.clip_by_value(inputs, tf.constant(low, dtype), tf.constant(high, dtype))
-
-    @graph_fn(backend="pytorch", split_ops=True)
-    def _graph_fn_preprocess(self, inputs):
-        info = None if inputs.is_floating_point() else torch.iinfo(inputs.dtype)
-        low, high = self.bounds_for(None if info is None else (info.min, info.max))
-        return torch.clamp(inputs, low, high)
+        dtype = self.ops.dtype(inputs)
+        info = None if np.issubdtype(dtype, np.floating) else np.iinfo(dtype)
+        low, high = self.bounds_for(None if info is None else (int(info.min), int(info.max)))
+        return self.ops.clip(inputs, low, high)

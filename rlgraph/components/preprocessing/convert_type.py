@@ -2,7 +2,6 @@
 import numpy as np
 
 from rlgraph.components.preprocessing.preprocessor import Preprocessor
-from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn
 from rlgraph.utils.validation import Rule, check_args
 
@@ -48,12 +47,6 @@ class ConvertType(Preprocessor):
     def check_input_spaces(self, input_spaces, action_space=None):
         self.check_numeric_leaves(input_spaces["inputs"], allow_bool=True)
 
-    @graph_fn(backend="tf", split_ops=True)
+    @graph_fn(split_ops=True)
     def _graph_fn_preprocess(self, inputs):
-        if self.to_dtype == "bool":
-            return tf.not_equal(inputs, tf.zeros((), inputs.dtype))
-        return tf.cast(inputs, self.to_dtype)
-
-    @graph_fn(backend="pytorch", split_ops=True)
-    def _graph_fn_preprocess(self, inputs):
-        return inputs.to(getattr(torch, self.to_dtype))
+        return self.ops.cast(inputs, self.to_dtype)  # To bool: non-zero (NaN too) is True on every backend.

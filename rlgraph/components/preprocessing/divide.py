@@ -1,6 +1,5 @@
 """Divides inputs by a constant divisor."""
 from rlgraph.components.preprocessing.preprocessor import Preprocessor
-from rlgraph.utils.backend import tf
 from rlgraph.utils.decorators import graph_fn
 from rlgraph.utils.validation import Number, check_args
 
@@ -26,13 +25,7 @@ class Divide(Preprocessor):
     def check_input_spaces(self, input_spaces, action_space=None):
         self.check_numeric_leaves(input_spaces["inputs"])
 
-    @graph_fn(backend="tf", split_ops=True)
+    @graph_fn(split_ops=True)
     def _graph_fn_preprocess(self, inputs):
-        x = inputs if inputs.dtype.is_floating else tf.cast(inputs, tf.float32)
-        return x / self.divisor
-
-    @graph_fn(backend="pytorch", split_ops=True)
-    def _graph_fn_preprocess(self, inputs):
-        if inputs.is_floating_point():
-            return inputs / self.divisor
-        return inputs.float().div_(self.divisor)  # In place on the fresh float copy: one allocation.
+        # Integers: divided in float32 (PyTorch: in place on the fresh float copy, one allocation).
+        return self.ops.divide(inputs, self.divisor, None if self.ops.is_floating(inputs) else "float32")

@@ -3,7 +3,6 @@ import numpy as np
 
 from rlgraph.components.preprocessing.preprocessor import Preprocessor
 from rlgraph.spaces import BoxSpace
-from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn
 from rlgraph.utils.errors import RLGraphSpaceError
 from rlgraph.utils.validation import ListOf, Number, check_args
@@ -41,12 +40,9 @@ class GrayScale(Preprocessor):
             raise RLGraphSpaceError(f"GrayScale, API method 'preprocess', argument 'inputs': expected images whose "
                                     f"last axis has {self.weights.size} color channels, got {space!r}.")
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_preprocess(self, inputs):
-        gray = tf.tensordot(tf.cast(inputs, tf.float32), self.weights, axes=1)
-        return gray[..., None] if self.keep_rank else gray
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_preprocess(self, inputs):
-        gray = inputs.float() @ torch.as_tensor(self.weights, device=inputs.device)
+        ops = self.ops
+        x = ops.cast(inputs, "float32")
+        gray = ops.tensordot(x, ops.constant(self.weights, like=x), axes=1)
         return gray[..., None] if self.keep_rank else gray

@@ -1,7 +1,6 @@
 """Stacks the most recent inputs (frame stacking)."""
 from rlgraph.components.preprocessing.preprocessor import Preprocessor
 from rlgraph.spaces import BoxSpace
-from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.decorators import graph_fn
 from rlgraph.utils.errors import RLGraphSpaceError
 from rlgraph.utils.validation import Int, check_args
@@ -64,55 +63,31 @@ class Sequence(Preprocessor):
     # fail on the batch-size check, TensorFlow's symbolic trace on the static batch-size mismatch of the
     # buffer update (the executor traces the real function after the build).
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_preprocess(self, inputs):
+        ops = self.ops
         n = self.sequence_length
         if self.in_build_run:
-            return self._stack_tf([inputs] * n)
-        checks = []
-        if self._batched:
-            checks.append(tf.debugging.assert_equal(
-                tf.shape(inputs)[0], self.batch_size,
-                message=f"Sequence '{self.global_scope}': the batch size of the inputs must be {self.batch_size}"))
-        with tf.control_dependencies(checks):
-            index = self.index.read_value()
-            written = tf.tensor_scatter_nd_update(self.buffer, tf.reshape(index, (1, 1)), inputs[None])
-            buffer = tf.where(self.filled, written, tf.broadcast_to(inputs[None], tf.shape(written)))
-        self.buffer.assign(buffer)
-        self.index.assign((index + 1) % n)
-        self.filled.assign(True)
-        frames = tf.unstack(tf.gather(buffer, (index + 1 + tf.range(n, dtype=tf.int64)) % n), num=n)
-        return self._stack_tf(frames)
+            return self._stack([inputs] * n)
+        index = ops.read_value(self.index)
+        if self._batched:  # The buffer and index updates are computed from the checked values.
+            message = f"Sequence '{self.global_scope}': the batch size of the inputs must be {self.batch_size}"
+            inputs, index = ops.check(ops.shape(inputs)[0] == self.batch_size, message, (inputs, index))
+        # The first input after a reset fills all n slots, every later one the slot at ``index``.
+        count = ops.where(self.filled, 1, n)
+        slots = (index + ops.arange(count, "int64", like=index)) % n
+        ops.scatter_update(self.buffer, slots, ops.broadcast_to(ops.expand_dims(inputs, 0),
+                                                                (count,) + tuple(ops.shape(inputs))))
+        start = (index + 1) % n
+        ops.assign(self.index, start)
+        ops.assign(self.filled, True)
+        order = ops.unstack((start + ops.arange(n, "int64", like=start)) % n)  # Oldest first.
+        return self._stack([self.buffer[slot] for slot in order])
 
-    def _stack_tf(self, frames):
-        return tf.stack(frames, axis=-1) if self.add_rank else tf.concat(frames, axis=-1)
+    def _stack(self, frames):
+        return self.ops.stack(frames, axis=-1) if self.add_rank else self.ops.concat(frames, axis=-1)
 
-    @graph_fn(backend="tf")
+    @graph_fn
     def _graph_fn_reset(self):
-        self.index.assign(tf.zeros((), tf.int64))
-        self.filled.assign(False)
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_preprocess(self, inputs):
-        n = self.sequence_length
-        if self.in_build_run:
-            frames = [inputs] * n
-        else:
-            if self._batched:
-                self.check_at_run_time(inputs.shape[0] == self.batch_size,
-                                       lambda: f"Sequence '{self.global_scope}': the batch size of the inputs must "
-                                               f"be {self.batch_size}, got {inputs.shape[0]}.")
-            index = int(self.index)
-            if bool(self.filled):
-                self.buffer[index] = inputs
-            else:
-                self.buffer[:] = inputs
-            self.index.fill_((index + 1) % n)
-            self.filled.fill_(True)
-            frames = [self.buffer[(index + 1 + k) % n] for k in range(n)]
-        return torch.stack(frames, dim=-1) if self.add_rank else torch.cat(frames, dim=-1)
-
-    @graph_fn(backend="pytorch")
-    def _graph_fn_reset(self):
-        self.index.fill_(0)
-        self.filled.fill_(False)
+        self.ops.assign(self.index, 0)
+        self.ops.assign(self.filled, False)

@@ -1,7 +1,6 @@
 """Permutes the item axes of its inputs (e.g. channels-first Atari frames to channels-last)."""
 from rlgraph.components.preprocessing.preprocessor import Preprocessor
 from rlgraph.spaces import BoxSpace
-from rlgraph.utils.backend import tf
 from rlgraph.utils.decorators import graph_fn
 from rlgraph.utils.errors import RLGraphSpaceError
 from rlgraph.utils.validation import Permutation, check_args
@@ -34,12 +33,8 @@ class Transpose(Preprocessor):
         lead = ndim - len(self.axes)
         return list(range(lead)) + [lead + a for a in self.axes]
 
-    @graph_fn(backend="tf")
-    def _graph_fn_preprocess(self, inputs):
-        return tf.transpose(inputs, self._perm(inputs.shape.rank))
-
-    @graph_fn(backend="pytorch")
+    @graph_fn
     def _graph_fn_preprocess(self, inputs):
         # Materialized here, in the input's dtype (4x cheaper than after a uint8 -> float cast): the layers
         # after it then reshape without a copy (as ``tf.transpose`` materializes too).
-        return inputs.permute(*self._perm(inputs.dim())).contiguous()
+        return self.ops.ascontiguousarray(self.ops.transpose(inputs, self._perm(self.ops.ndim(inputs))))
