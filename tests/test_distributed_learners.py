@@ -185,7 +185,7 @@ def test_several_learners_need_the_distributed_engine(tmp_path):
     from rlgraph.execution.runner import make_engine
     from rlgraph.utils.errors import RLGraphSpecError
     config = json.load(open(_small_appo(tmp_path)))
-    with pytest.raises(RLGraphSpecError, match="several learners need --executor distributed"):
+    with pytest.raises(RLGraphSpecError, match="several learners need --engine distributed"):
         make_engine(config, "local", num_learners=2)
 
 

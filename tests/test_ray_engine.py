@@ -58,7 +58,7 @@ def test_execution_spec_must_be_an_object():
 def test_unknown_executor_and_unreachable_address_fail_before_any_actor_starts():
     config = config_of("appo_cartpole")
     was_initialized = ray.is_initialized()  # (another test in this process may have started a local Ray)
-    with pytest.raises(RLGraphSpecError, match="executor: expected one of"):
+    with pytest.raises(RLGraphSpecError, match="engine: expected one of"):
         make_engine(config, executor="spark")
     assert ray.is_initialized() == was_initialized
     start = time.perf_counter()

@@ -86,7 +86,7 @@ class ExecutionSpec:
             "multi_device_sync" (one tower per entry of ``devices`` on a slice of each update batch, gradients
             averaged, one step; ``rlgraph.executors.multi_device_sync``). The agent reads both keys.
         devices: The towers' devices for "multi_device_sync", e.g. ["gpu:0", "gpu:1"] (a device may repeat).
-        num_learners: Distributed learners (``--executor distributed``): learner processes that all-reduce
+        num_learners: Distributed learners (``--engine distributed``): learner processes that all-reduce
             their gradients and keep one set of weights, each with its own environments.
         learner_addresses: Distributed learners on several machines: one "host:port" per learner, rank order
             (TensorFlow's collective server of each learner; learner 0's port is also PyTorch's rendezvous,
@@ -227,8 +227,12 @@ class ExecutionSpec:
                     for f in dataclasses.fields(cls)}
         return json_schema(SCHEMA, descriptions=doc_args(cls), defaults=defaults)
 
-    def to_dict(self):
-        return dataclasses.asdict(self)
+    def to_dict(self, redact=False):
+        """The spec as a dict; ``redact``: the gRPC ``token`` as "***" (for summaries and logs)."""
+        out = dataclasses.asdict(self)
+        if redact and out["token"] is not None:
+            out["token"] = "***"
+        return out
 
 
 def _tensorflow_has_run():

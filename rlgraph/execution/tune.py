@@ -73,24 +73,22 @@ def _split_values(raw):
     return values + [current]
 
 
-def check_sweep(config, sets, grid, env_id=None, backend=None, seed=0):
+def check_sweep(config, sets, grid, env_id=None, backend=None, seed=0, engine=None):
     """Checks a sweep's config and every grid value the way ``rlgraph train --set`` checks an override, before any
-    trial starts: the config's sections, the environment and the agent (built once per grid value, on a single
-    environment), so that a bad key gets the same "did you mean" error.
+    trial starts: the config's sections (``RunConfig.load``), the environment and the agent (built once per grid
+    value, on a single environment), so that a bad key gets the same "did you mean" error.
 
     Raises:
         RLGraphSpecError: The first bad override or value.
     """
-    from rlgraph.execution.execution_spec import ExecutionSpec
-    from rlgraph.execution.runner import env_kwargs_of, load_config, make_agent, make_vector_env
+    from rlgraph.execution.run_config import RunConfig, make_agent, make_vector_env
 
     checks = [list(sets)] + [list(sets) + [f"{key}={text}"] for key, values in grid.items() for text, _ in values]
     for overrides in checks:
-        cfg, _ = load_config(config, overrides=overrides)
-        ExecutionSpec.from_config(cfg)
-        env = make_vector_env(env_kwargs_of(cfg, env_id, seed, num_envs=1))
+        run = RunConfig.load(config, engine, env_id=env_id, backend=backend, seed=seed, overrides=overrides)
+        env = make_vector_env(dict(run.env_kwargs, num_envs=1))
         try:
-            make_agent(cfg, env, backend, seed)
+            make_agent(run.config, env, backend, seed)
         finally:
             env.close()
 
@@ -151,7 +149,7 @@ def _run_trial(trial, spec):
     params = {key: spec["grid"][key][trial[f"g{i}"]][1] for i, key in enumerate(spec["grid"])}
     texts = [f"{key}={spec['grid'][key][trial[f'g{i}']][0]}" for i, key in enumerate(spec["grid"])]
     logdir = os.path.join(spec["logdir"], trial_name(params, trial["seed"]))
-    summary = train(spec["config"], executor=spec["executor"], env_id=spec["env_id"], backend=spec["backend"],
+    summary = train(spec["config"], engine=spec["engine"], env_id=spec["env_id"], backend=spec["backend"],
                     steps=spec["steps"], seconds=spec["seconds"], logdir=logdir, seed=trial["seed"], progress=False,
                     overwrite=True, overrides=spec["sets"] + texts, ray_address=spec["ray_address"],
                     loggers=list(spec["loggers"]) + [TuneReporter(logdir, spec["steps"], spec["seconds"])])
@@ -186,8 +184,8 @@ class _InterruptWatch:
 
 
 def run_sweep(config, grid, logdir=None, sets=(), steps=None, seconds=None, num_samples=1, scheduler=None,
-              max_concurrent=None, ray_address=None, executor="local", env_id=None, backend=None, seed=0,
-              loggers=None, cpus_per_trial=1, verbose=0):
+              max_concurrent=None, ray_address=None, engine=None, env_id=None, backend=None, seed=0,
+              loggers=None, cpus_per_trial=1, verbose=0, executor=None):
     """Runs a grid sweep on Ray Tune and writes ``tune_results.json`` and ``best_config.json`` into ``logdir``.
 
     Args:
@@ -202,7 +200,8 @@ def run_sweep(config, grid, logdir=None, sets=(), steps=None, seconds=None, num_
             return they report after every chunk).
         max_concurrent: At most this many trials at once (default: as many as the cluster's CPUs hold).
         ray_address: A Ray cluster to join (default: the one this process joined, else a local one).
-        executor, env_id, backend: As ``runner.train`` takes them, for every trial.
+        engine, env_id, backend: As ``runner.train`` takes them, for every trial (engine None: local;
+            ``executor``: the engine's earlier name, accepted too).
         loggers: Each trial's loggers (``--logger``; default TensorBoard).
         cpus_per_trial: CPUs Ray Tune reserves for each trial.
         verbose: Ray Tune's verbosity (0 silent, 1 a status table now and then).
@@ -215,9 +214,10 @@ def run_sweep(config, grid, logdir=None, sets=(), steps=None, seconds=None, num_
         RLGraphSpecError: A bad grid, override or argument, before Ray starts.
         RLGraphError: Ray Tune is not installed.
     """
-    from rlgraph.execution.runner import load_config
+    from rlgraph.execution.run_config import engine_name, load_config
     from rlgraph.utils.specifiable import load_json
 
+    engine = engine_name(engine, executor)
     grid = parse_grid(grid) if not isinstance(grid, dict) else grid
     if not grid:
         raise RLGraphSpecError("rlgraph tune needs at least one --grid KEY=V1,V2,...")
@@ -237,7 +237,7 @@ def run_sweep(config, grid, logdir=None, sets=(), steps=None, seconds=None, num_
         raise RLGraphError(f"rlgraph tune needs Ray Tune ({e}): pip install 'rlgraph[ray]'") from None
     name = os.path.splitext(os.path.basename(config))[0] if isinstance(config, str) else config.get("type", "config")
     base = load_json(config, "config") if not isinstance(config, dict) else dict(config)
-    check_sweep(base, list(sets), grid, env_id, backend, seed)
+    check_sweep(base, list(sets), grid, env_id, backend, seed, engine)
     _, train_spec = load_config(base, overrides=list(sets))
     if steps is None and seconds is None:
         steps, seconds = train_spec["steps"], train_spec["seconds"]
@@ -249,7 +249,7 @@ def run_sweep(config, grid, logdir=None, sets=(), steps=None, seconds=None, num_
     except OSError as e:
         raise RLGraphSpecError(f"--logdir '{logdir}' cannot be created: {e.strerror or e}.") from None
     spec = dict(config=base, grid=grid, sets=list(sets), steps=steps, seconds=seconds, logdir=logdir,
-                executor=executor, env_id=env_id, backend=backend, ray_address=ray_address, loggers=loggers)
+                engine=engine, env_id=env_id, backend=backend, ray_address=ray_address, loggers=loggers)
     space = {f"g{i}": tune.grid_search(list(range(len(values)))) for i, values in enumerate(grid.values())}
     space["seed"] = tune.grid_search([seed + i for i in range(int(num_samples))])
     owns_ray = not ray.is_initialized()

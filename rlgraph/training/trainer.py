@@ -10,6 +10,7 @@ from collections import deque
 import numpy as np
 
 from rlgraph.training.checkpoint_store import CheckpointStore
+from rlgraph.training.engine import as_engine
 from rlgraph.training.learning_curve import plot_learning_curve
 from rlgraph.training.loggers import check_loggers, open_loggers
 # Kept importable from here (earlier code and tests import them from the trainer).
@@ -29,23 +30,23 @@ PROGRESS_MODES = ("bar", "status", "quiet")
 
 
 class Trainer:
-    """Runs a worker until a step or time budget is spent, and records everything a user expects.
+    """Runs an engine until a step or time budget is spent, and records everything a user expects.
 
-    The worker (a ``VectorWorker`` or an execution engine) must offer ``run(num_env_steps) -> dict`` with
-    ``env_steps`` (int, steps just taken), ``episodes`` (list of ``(return, length)`` finished since the last
-    call), ``results`` (list of update-result dicts) and optionally ``scalars`` (name -> value, logged with the
-    others), plus ``store(path)`` / ``load(path)`` for its agent's model. A ``summary()`` method's dict
-    (an engine's restarts, per-actor throughput, ...) is added to ``summary.json``.
+    The engine (``rlgraph.training.engine.Engine``: a local worker or an execution engine) trains in chunks
+    (``run``), stores and restores the run (``store``, ``load``), adds its ``summary()`` to ``summary.json`` and
+    its ``processes()`` (if any) to ``processes.json``; its ``agent`` gets its graphs written beside the run.
+    An object that only offers ``run``, ``store`` and ``load`` is driven through ``as_engine``.
 
     Args:
-        worker: The worker.
-        logdir: Directory for TensorBoard events, checkpoints, ``summary.json`` and ``learning_curve.png``.
+        engine: The engine (``Engine``), or an object with ``run``, ``store`` and ``load``.
+        logdir: Directory for TensorBoard events, checkpoints, ``summary.json``, ``processes.json`` and
+            ``learning_curve.png``.
         max_steps: Stop after this many environment steps (total, across resumes).
         max_seconds: Stop after this many wall seconds (total, across resumes).
         target_return: The return the run aims at (mean of the last 100 episodes); the first time and step
             count it is reached are recorded.
         stop_at_target: Stop as soon as the target is reached.
-        chunk_steps: Environment steps per ``worker.run`` call (the granularity of logging and stopping).
+        chunk_steps: Environment steps per ``engine.run`` call (the granularity of logging and stopping).
         checkpoint_every_seconds: How often to write a checkpoint (see ``CheckpointStore``: a checkpoint counts
             only once completely written; a run that fails writes none, so the last good one stays current).
         resume: Continue from the checkpoint in ``logdir`` (step counts, returns and model).
@@ -67,7 +68,7 @@ class Trainer:
         params: The run's config, logged (flattened to dotted keys) as the trackers' params.
     """
 
-    def __init__(self, worker, logdir, max_steps=None, max_seconds=None, target_return=None, stop_at_target=False,
+    def __init__(self, engine, logdir, max_steps=None, max_seconds=None, target_return=None, stop_at_target=False,
                  chunk_steps=1000, checkpoint_every_seconds=60.0, resume=False, metadata=None, progress=None,
                  evaluator=None, eval_every_steps=None, overwrite=False, keep_checkpoints=3, loggers=None,
                  params=None, status_every_seconds=None):
@@ -76,7 +77,7 @@ class Trainer:
         self.loggers = check_loggers(loggers)
         self.params = params
         self.trackers = {}
-        self.worker = worker
+        self.engine = as_engine(engine)
         self.logdir = logdir
         self.max_steps = max_steps
         self.max_seconds = max_seconds
@@ -102,6 +103,7 @@ class Trainer:
             os.makedirs(logdir, exist_ok=True)
         except OSError as e:
             raise RLGraphError(f"logdir '{logdir}' cannot be created: {e.strerror or e}.") from None
+        self._write_processes()
         self.resumed = bool(resume)
         self.nothing_trained = None
         self._graph_written = False
@@ -111,6 +113,16 @@ class Trainer:
         elif self.checkpoints.exists() and not overwrite:
             raise RLGraphError(f"logdir '{logdir}' already holds a checkpoint of an earlier run: continue it with "
                                f"--resume, or start over in it with --overwrite (or choose another --logdir).")
+
+    def _write_processes(self):
+        """Writes ``processes.json`` (this process as ``learner``, plus the engine's ``processes()``) for
+        monitoring and fault drills; nothing for an engine that runs in this process only."""
+        processes = self.engine.processes()
+        if processes:
+            tmp = os.path.join(self.logdir, "processes.json.tmp")
+            with open(tmp, "w") as f:
+                json.dump(dict(learner=os.getpid(), **processes), f)
+            os.replace(tmp, os.path.join(self.logdir, "processes.json"))
 
     # --- checkpoints ------------------------------------------------------------------------------------
     def _load_checkpoint(self):
@@ -126,14 +138,14 @@ class Trainer:
             if key in theirs and key in self.metadata and theirs[key] != self.metadata[key]:
                 raise RLGraphError(f"--resume: the checkpoint in '{path}' was written with another {what}: "
                                    f"{theirs[key]!r}, this run has {self.metadata[key]!r}.")
-        self.worker.load(os.path.join(path, "model"))
+        self.engine.load(os.path.join(path, "model"))
         self.state.update(state["state"])
         logger.info("Resumed from %s at %d env steps.", path, self.state["env_steps"])
 
     def save_checkpoint(self):
         """Writes model and counters as a new checkpoint (``CheckpointStore.save``); the previous one stays
         current until the new one is complete."""
-        return self.checkpoints.save(self.worker.store, {"state": self.state, "metadata": self.metadata})
+        return self.checkpoints.save(self.engine.store, {"state": self.state, "metadata": self.metadata})
 
     # --- the run ------------------------------------------------------------------------------------------
     def mean_return(self, last=100):
@@ -174,7 +186,7 @@ class Trainer:
                 if self.max_steps is not None:
                     chunk = max(1, min(chunk, self.max_steps - self.state["env_steps"]))
                 t0 = time.perf_counter()
-                out = self.worker.run(chunk)
+                out = self.engine.run(chunk)
                 dt = time.perf_counter() - t0
                 self._record(out, writer, start)
                 if not self._graph_written:
@@ -238,7 +250,7 @@ class Trainer:
         written after the first chunk, off the start-up path, and again at the end of the run for the API methods
         first called (traced) since. Nothing is traced for it. A failure here only warns."""
         self._graph_written = True
-        agent = getattr(self.worker, "agent", None)
+        agent = self.engine.agent
         if agent is None:
             return
         try:
@@ -258,7 +270,7 @@ class Trainer:
         """Turns an error of a run whose weights went non-finite into one that names the likely cause."""
         if isinstance(error, RLGraphDivergenceError):
             return
-        agent = getattr(self.worker, "agent", None)
+        agent = self.engine.agent
         try:
             weights = agent.get_weights() if agent is not None else {}
             bad = [k for k, v in weights.items() if not np.all(np.isfinite(np.asarray(v, dtype=np.float64)))]
@@ -334,9 +346,7 @@ class Trainer:
             summary["nothing_trained"] = self.nothing_trained
         if self.trackers:
             summary["trackers"] = self.trackers
-        engine_summary = getattr(self.worker, "summary", None)
-        if engine_summary is not None:
-            summary.update(engine_summary())
+        summary.update(self.engine.summary())
         self.write_summary(summary)
         plot_learning_curve(os.path.join(self.logdir, "learning_curve.png"), st["episode_steps"],
                             st["episode_returns"], self.target_return, evaluations=st["evaluations"],

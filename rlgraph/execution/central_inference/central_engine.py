@@ -8,13 +8,13 @@ import numpy as np
 import optree
 
 from rlgraph.execution.central_inference.inference_server import InferenceServer
-from rlgraph.utils.errors import RLGraphCheckpointError, RLGraphError, RLGraphSpecError
-from rlgraph.utils.run_state import load_run_state, save_run_state
+from rlgraph.execution.remote_actors import RemoteActorEngine
+from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
 
 logger = logging.getLogger(__name__)
 
 
-class CentralInferenceEngine:
+class CentralInferenceEngine(RemoteActorEngine):
     """Trains one agent config SEED-RL style (Espeholt et al. 2020): actors only step environments.
 
     ``num_actors`` actor processes (``EnvActor``) each step ``envs_per_actor`` environments built from the
@@ -25,47 +25,43 @@ class CentralInferenceEngine:
     builder keyed by global environment id and feeds the learner, which updates on the schedule of a local
     run.
 
-    The engine is a worker in the ``Trainer``'s sense (``run``, ``store``, ``load``, ``evaluate``,
-    ``summary``, ``processes``, ``close``), so a central run has the local run's progress bar, TensorBoard
-    scalars, checkpoints, resume and ``summary.json``. An actor whose process ends (or that sends nothing for
-    ``sample_timeout_s``) is replaced by a new process; its partial trajectories are dropped and counted
-    (``actor_restarts``, ``env_steps_lost``), its recurrent state zeroed.
+    The engine is an ``Engine`` the ``Trainer`` drives (``RemoteActorEngine``), so a central run has the local
+    run's progress bar, TensorBoard scalars, checkpoints, resume and ``summary.json``. An actor whose process
+    ends (or that sends nothing for ``sample_timeout_s``) is replaced by a new process; its partial trajectories
+    are dropped and counted (``actor_restarts``, ``env_steps_lost``), its recurrent state zeroed.
 
     Args:
-        config: The training config (a dict).
-        env_kwargs: ``VectorEnv`` keywords of the run's environments (``num_envs`` is replaced per actor).
-        learner_agent: The learner (a ``role="local"`` agent: it acts for the server and evaluates greedily).
-        spec: The ``ExecutionSpec``.
-        seed: The run's seed (actor i's environments get seed + 1000 * (i + 1)).
+        config, env_kwargs, learner_agent, spec, seed, checkpoint_replay: See ``RemoteActorEngine`` (the learner
+            acts for the server, so it must hold both roles: ``role="local"``).
+        observation: One observation of a one-environment ``VectorEnv`` of the run (``reset()``), which tells
+            the transport the observations' layout (None: a probe environment is made here for it).
     """
 
-    def __init__(self, config, env_kwargs, learner_agent, spec, seed=0):
+    ENGINE = "central"
+    DISPLAY_NAME = "Central inference"
+
+    def __init__(self, config, env_kwargs, learner_agent, spec, seed=0, checkpoint_replay=True, observation=None):
         from rlgraph.agents.impala_learner import IMPALALearner
         from rlgraph.agents.replay_learner import ReplayLearner
 
         learner = getattr(learner_agent, "learner", None)
         if not isinstance(learner, (IMPALALearner, ReplayLearner)):
-            raise RLGraphSpecError(f"--executor central: agent type {config.get('type')!r} "
+            raise RLGraphSpecError(f"--engine central: agent type {config.get('type')!r} "
                                    f"({type(learner_agent).__name__}) is not supported; central inference runs "
                                    f"replay agents (dqn, apex, r2d2) and unroll agents (impala, appo).")
         if learner_agent.actor is None:
-            raise RLGraphSpecError("--executor central: the learner agent must hold both roles (role='local'); its "
+            raise RLGraphSpecError("--engine central: the learner agent must hold both roles (role='local'); its "
                                    "actor role serves the inference.")
-        self.config = config
-        self.env_kwargs = dict(env_kwargs)
-        self.agent = learner_agent
-        self.spec = spec
-        self.seed = int(seed)
-        self.num_actors = spec.num_actors
+        super().__init__(config, env_kwargs, learner_agent, spec, seed, checkpoint_replay)
         num_envs = int(self.env_kwargs.get("num_envs", 1))
-        self.envs_per_actor = spec.envs_per_actor_for(num_envs)
         self.total_envs = self.num_actors * self.envs_per_actor
-        self.actor_restarts = 0
         self._closed = False
         if "OMP_NUM_THREADS" not in os.environ:
             logger.warning("Central inference: OMP_NUM_THREADS is not set; the learner's math threads may spin on "
                            "the cores the actor processes need (rlgraph train sets 1).")
-        obs_leaves, self.obs_spec = _observation_layout(self.env_kwargs)
+        if observation is None:
+            observation = probe_observation(self.env_kwargs)
+        obs_leaves, self.obs_spec = _observation_layout(observation)
         action = np.asarray(learner_agent.action_space.zeros(1))
         self.transport = self._make_transport(obs_leaves, action.shape[1:], action.dtype.str)
         self._finalizer = weakref.finalize(self, self.transport.close)
@@ -91,8 +87,8 @@ class CentralInferenceEngine:
                              local_actors=self.spec.local_actors)
 
     def _actor_env_kwargs(self, index):
-        seed = self.seed + 1000 * (index + 1) + 7919 * self.actor_restarts
-        return dict(self.env_kwargs, num_envs=self.envs_per_actor, seed=seed)
+        # A replacement actor's environments get new seeds (its predecessor's episodes are not replayed).
+        return self.actor_env_kwargs(index, seed=self.actor_seed(index) + 7919 * self.actor_restarts)
 
     # --- faults ---------------------------------------------------------------------------------------------
     def _on_dead(self, index, why, said_hello=True):
@@ -117,7 +113,7 @@ class CentralInferenceEngine:
         for index in self.server.overdue(self.spec.sample_timeout_s):
             self._replace(index, f"sent no step for sample_timeout_s={self.spec.sample_timeout_s}s")
 
-    # --- the worker interface -------------------------------------------------------------------------------
+    # --- the engine interface -------------------------------------------------------------------------------
     def run(self, num_env_steps):
         """Serves and trains for at least ``num_env_steps`` environment steps (over all actors).
 
@@ -170,10 +166,6 @@ class CentralInferenceEngine:
         return [None if info is None else info["backends"]
                 for info in (self.transport.info(i) for i in range(self.num_actors))]
 
-    def processes(self):
-        """The engine's processes by role (``{"actors": [pid, ...]}``), e.g. for monitoring or fault drills."""
-        return dict(actors=self.actor_pids())
-
     def summary(self):
         """What a run's ``summary.json`` adds for this engine."""
         server = self.server
@@ -183,42 +175,19 @@ class CentralInferenceEngine:
                                env_steps_per_second=round(float(vector_steps * self.envs_per_actor
                                                                 / max(env_s + wait_s, 1e-9)), 1),
                                mean_wait_ms=round(1000.0 * wait_s / max(vector_steps, 1), 3)))
-        return dict(executor="central", transport=self.spec.transport, num_actors=self.num_actors,
-                    envs_per_actor=self.envs_per_actor, actor_restarts=self.actor_restarts,
+        return dict(super().summary(), transport=self.spec.transport,
                     env_steps_lost=int(self.server.env_steps_lost), inference_calls=int(server.inference_calls),
                     mean_inference_batch_size=round(float(server.mean_batch_size), 2),
                     mean_inference_latency_ms=round(float(server.mean_latency_ms), 3),
                     dropped_samples=int(server.dropped_samples), actors=actors,
-                    execution_spec=dict(self.spec.to_dict(), token=None if self.spec.token is None else "***"),
+                    execution_spec=self.spec.to_dict(redact=True),
                     **({"server_address": self.transport.address, "rejected_streams": self.transport.rejected}
                        if self.spec.transport == "grpc" else {}))
 
-    def store(self, path):
-        """Stores the learner's model and run state (memory, queued unrolls, counters, schedules, RNG states;
-        ``Agent.get_run_state``) in directory ``path``. The actors' environments and the server's partial
-        trajectories are not stored: a resumed run starts them afresh."""
-        include_replay = getattr(self, "checkpoint_replay", True)
-        save_run_state(path, dict(engine=type(self).__name__,
-                                  agent=self.agent.get_run_state(include_replay=include_replay)))
-        self.agent.store_model(path)
-
-    def load(self, path):
-        """Restores the learner's model and, where stored, its run state (see ``store``)."""
-        self.agent.load_model(path)
-        state = load_run_state(path)
-        if state is None:
-            logger.warning("'%s' holds no run state: the learner resumes with an empty memory.", path)
-        elif not isinstance(state, dict) or state.get("engine") != type(self).__name__ or "agent" not in state:
-            found = state.get("engine") if isinstance(state, dict) else type(state).__name__
-            raise RLGraphCheckpointError(f"Central inference: the run state in '{path}' belongs to {found!r}, not "
-                                         f"to a {type(self).__name__}.")
-        else:
-            self.agent.set_run_state(state["agent"])
+    def _loaded(self):
+        # The server's partial trajectories and recurrent states belong to the run before the load (they are not
+        # stored: a resumed run starts its actors' environments afresh).
         self.server.reset()
-
-    def evaluate(self, env, num_episodes):
-        from rlgraph.workers import VectorWorker
-        return VectorWorker(self.agent, env, learn=False).evaluate(env, num_episodes)
 
     def close(self):
         """Stops the actors and frees the transport's resources (shared memory, sockets); idempotent."""
@@ -230,14 +199,18 @@ class CentralInferenceEngine:
             transport.close()
 
 
-def _observation_layout(env_kwargs):
-    """``([(shape, dtype) per leaf of one observation], optree spec)``, from one probe environment."""
-    from rlgraph.execution.runner import make_vector_env
+def probe_observation(env_kwargs):
+    """One observation (``reset()``) of a one-environment ``VectorEnv`` made from ``env_kwargs``."""
+    from rlgraph.execution.run_config import make_vector_env
 
     probe = make_vector_env(dict(env_kwargs, num_envs=1))
     try:
-        obs = probe.reset()
+        return probe.reset()
     finally:
         probe.close()
-    leaves, spec = optree.tree_flatten(obs)
+
+
+def _observation_layout(observation):
+    """``([(shape, dtype) per leaf of one observation], optree spec)`` of a vector environment's observation."""
+    leaves, spec = optree.tree_flatten(observation)
     return [(np.asarray(leaf).shape[1:], np.asarray(leaf).dtype.str) for leaf in leaves], spec

@@ -1,6 +1,6 @@
 """Distributed learners: synchronous data-parallel learner processes that keep one set of weights.
 
-``rlgraph train CONFIG --executor distributed --num-learners N`` (see ``DistributedEngine``).
+``rlgraph train CONFIG --engine distributed --num-learners N`` (see ``DistributedEngine``).
 """
 from rlgraph.execution.distributed.distributed_engine import DistributedEngine
 

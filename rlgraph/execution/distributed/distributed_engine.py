@@ -10,6 +10,7 @@ import time
 
 from rlgraph.execution.distributed.control import ControlChannel, free_port
 from rlgraph.execution.distributed.learner import build_learner, decode_state, encode_state
+from rlgraph.training.engine import Engine
 from rlgraph.utils.errors import RLGraphCheckpointError, RLGraphError, RLGraphLearnerGroupError, RLGraphSpecError
 from rlgraph.utils.run_state import load_run_state, save_run_state
 
@@ -19,7 +20,7 @@ logger = logging.getLogger(__name__)
 LEARNER_STATE_DIR = "learner{rank}"
 
 
-class DistributedEngine:
+class DistributedEngine(Engine):
     """Learner 0 of a run of ``num_learners`` synchronous data-parallel learner processes.
 
     Every learner steps its own vector of environments (``envs_per_learner``, default the config's
@@ -27,10 +28,10 @@ class DistributedEngine:
     API methods all-reduce their gradients over the learners (``tf.distribute.MultiWorkerMirroredStrategy``
     on TensorFlow, ``torch.distributed`` on PyTorch: the ``distributed_sync`` device strategy), so all
     learners apply the same steps and keep one set of weights. Learner 0 runs in this process and is the
-    ``Trainer``'s worker (progress, evaluation, checkpoints); the others follow its commands over a control
+    ``Trainer``'s engine (progress, evaluation, checkpoints); the others follow its commands over a control
     channel (framed JSON and raw arrays over TCP, nothing unpickled). Without ``learner_addresses`` the other
     learners are started here as subprocesses on the loopback address; with them, each learner is started
-    by the user (``rlgraph train CONFIG --executor distributed --learner-rank R`` on its machine) and learner 0
+    by the user (``rlgraph train CONFIG --engine distributed --learner-rank R`` on its machine) and learner 0
     waits ``learner_timeout_s`` for them.
 
     Checkpoints are written by learner 0: its model and run state, plus every other learner's run state
@@ -46,9 +47,11 @@ class DistributedEngine:
         spec: The ``ExecutionSpec`` (``num_learners``, ``learner_addresses``, ``envs_per_learner``,
             ``learner_timeout_s``).
         seed: The run's seed (learner r's environments get ``seed + 1000 r``, its agent ``seed + r``).
+        checkpoint_replay: Store the replay memory's contents in checkpoints (``train_spec.checkpoint_replay``;
+            every learner gets it with the start-up command).
     """
 
-    def __init__(self, config, env_kwargs, backend, spec, seed=0):
+    def __init__(self, config, env_kwargs, backend, spec, seed=0, checkpoint_replay=True):
         from rlgraph.executors.process_group import init_process_group
         self.config, self.spec, self.seed = config, spec, int(seed)
         self.env_kwargs = dict(env_kwargs)
@@ -59,7 +62,7 @@ class DistributedEngine:
         self.learner_env_steps = [0] * self.num_learners  # Each learner's environment steps (resumed runs too).
         self._tmp = None
         self._closed = False
-        self.checkpoint_replay = True
+        self.checkpoint_replay = bool(checkpoint_replay)
         spawn = spec.learner_addresses is None
         if spawn:
             self.addresses = [f"127.0.0.1:{free_port()}" for _ in range(self.num_learners)]
@@ -82,10 +85,11 @@ class DistributedEngine:
             finally:
                 listener.close()
             for channel in self.channels.values():
-                channel.send({"cmd": "init"})
+                channel.send({"cmd": "init", "checkpoint_replay": self.checkpoint_replay})
             init_process_group(backend, 0, self.num_learners, self.addresses, self.timeout,
                                all_reduce=spec.all_reduce)
-            self.worker, self.agent = build_learner(config, self.env_kwargs, backend, spec, 0, seed)
+            self.worker, self.agent = build_learner(config, self.env_kwargs, backend, spec, 0, seed,
+                                                    checkpoint_replay=self.checkpoint_replay)
             self.env = self.worker.env
             for rank, channel in self.channels.items():
                 self._expect(rank, channel.recv(self.timeout + 120.0), "ready")  # The followers' builds.
@@ -129,7 +133,7 @@ class DistributedEngine:
                     raise RLGraphLearnerGroupError(
                         f"learners {missing} did not connect to learner 0's control channel at "
                         f"{self.control_address} within {self.timeout:g} s (execution_spec.learner_timeout_s); "
-                        f"start each with `rlgraph train CONFIG --executor distributed --learner-rank R` and "
+                        f"start each with `rlgraph train CONFIG --engine distributed --learner-rank R` and "
                         f"the same execution_spec.learner_addresses.") from None
                 continue
             channel = ControlChannel(sock, f"learner at {peer[0]}:{peer[1]}")
@@ -166,7 +170,7 @@ class DistributedEngine:
         """Every learner starts from learner 0's variables (weights, optimizer slots, counters)."""
         self._call_all({"cmd": "set_weights"}, self.agent.executor.get_weights(trainable_only=False))
 
-    # --- the Trainer's worker ---------------------------------------------------------------------------------
+    # --- the engine interface ---------------------------------------------------------------------------------
     def run(self, num_env_steps):
         """Every learner runs ``ceil(num_env_steps / num_learners)`` environment steps (updates in lockstep)."""
         per_learner = max(1, -(-int(num_env_steps) // self.num_learners))
@@ -191,12 +195,12 @@ class DistributedEngine:
         return dict(env_steps=env_steps, episodes=episodes, results=out["results"])
 
     def evaluate(self, env, num_episodes):
+        """Greedy returns of learner 0's weights (which every learner holds)."""
         return self.worker.evaluate(env, num_episodes)
 
     def store(self, path):
         """Learner 0's model and run state, and every other learner's run state under ``learner<r>/``."""
-        self.worker.checkpoint_replay = self.checkpoint_replay
-        states = self._call_all({"cmd": "get_state", "replay": self.checkpoint_replay}, expect="state")
+        states = self._call_all({"cmd": "get_state"}, expect="state")
         for rank, (header, arrays) in states.items():
             directory = os.path.join(path, LEARNER_STATE_DIR.format(rank=rank))
             os.makedirs(directory, exist_ok=True)
@@ -219,10 +223,12 @@ class DistributedEngine:
             self._expect(rank, self._recv(rank, self.timeout), "ok")
 
     def summary(self):
+        """The learners' count, environment steps and addresses."""
         return dict(num_learners=self.num_learners, learner_env_steps=list(self.learner_env_steps),
                     learner_addresses=list(self.addresses))
 
     def processes(self):
+        """The learner processes started here, by rank (``{"learners": {rank: pid}}``)."""
         return dict(learners={rank: p.pid for rank, p in self.processes_.items()})
 
     # --- failures and shutdown --------------------------------------------------------------------------------

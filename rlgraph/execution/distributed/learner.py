@@ -31,8 +31,9 @@ def learner_strategy(config):
     return {"type": "distributed_sync", "devices": devices}
 
 
-def build_learner(config, env_kwargs, backend, spec, rank, seed):
-    """``(VectorWorker, agent)`` of learner ``rank`` (after the process joined the learner group)."""
+def build_learner(config, env_kwargs, backend, spec, rank, seed, checkpoint_replay=True):
+    """``(VectorWorker, agent)`` of learner ``rank`` (after the process joined the learner group);
+    ``checkpoint_replay``: its run state holds the replay memory's contents."""
     from rlgraph.agents import Agent
     from rlgraph.environments import VectorEnv
     from rlgraph.workers import VectorWorker
@@ -43,7 +44,7 @@ def build_learner(config, env_kwargs, backend, spec, rank, seed):
         raise RLGraphSpecError(f"environment_spec: {e}") from None
     agent = Agent.from_spec(config, state_space=env.state_space, action_space=env.action_space, backend=backend,
                             seed=int(seed) + rank, device_strategy=learner_strategy(config))
-    return VectorWorker(agent, env), agent
+    return VectorWorker(agent, env, checkpoint_replay=checkpoint_replay), agent
 
 
 def encode_state(state):
@@ -64,7 +65,8 @@ def serve(config, env_kwargs, backend, spec, rank, seed, control_address, addres
     """The life of learner ``rank`` > 0: joins rank 0's control channel and the learner group, builds its
     worker, then runs rank 0's commands until told to stop (or rank 0 is gone).
 
-    Commands (JSON headers): ``run`` (``steps``: environment steps of this learner) -> its ``env_steps``,
+    Commands (JSON headers): ``init`` (``checkpoint_replay``: whether its run state holds the replay's
+    contents) first, then ``run`` (``steps``: environment steps of this learner) -> its ``env_steps``,
     ``episodes``, ``updates``; ``set_weights`` (all variables as arrays); ``get_state`` -> its run state;
     ``set_state`` (a run state); ``stop``.
     """
@@ -79,7 +81,8 @@ def serve(config, env_kwargs, backend, spec, rank, seed, control_address, addres
                        all_reduce=spec.all_reduce)
     worker = None
     try:
-        worker, agent = build_learner(config, env_kwargs, backend, spec, rank, seed)
+        worker, agent = build_learner(config, env_kwargs, backend, spec, rank, seed,
+                                      checkpoint_replay=bool(header.get("checkpoint_replay", True)))
         channel.send({"cmd": "ready", "rank": rank})
         while True:
             header, arrays = channel.recv(None)
@@ -94,7 +97,6 @@ def serve(config, env_kwargs, backend, spec, rank, seed, control_address, addres
                     agent.executor.set_weights(arrays or {})
                     channel.send({"cmd": "ok"})
                 elif cmd == "get_state":
-                    worker.checkpoint_replay = bool(header.get("replay", True))
                     tree, state_arrays = encode_state(worker.get_run_state())
                     channel.send({"cmd": "state", "state": tree}, state_arrays)
                 elif cmd == "set_state":

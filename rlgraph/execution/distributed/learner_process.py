@@ -3,7 +3,7 @@
 ``python -m rlgraph.execution.distributed.learner_process CONFIG --backend B --rank R --seed S --control
 HOST:PORT``: joins learner 0's control channel and the learner group, then follows learner 0 (see
 ``rlgraph.execution.distributed.learner.serve``). Users start remote learners with ``rlgraph train CONFIG
---executor distributed --learner-rank R`` instead.
+--engine distributed --learner-rank R`` instead.
 """
 import argparse
 import logging

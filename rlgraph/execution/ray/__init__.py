@@ -8,8 +8,10 @@ from rlgraph.execution.ray.unroll_engine import RayUnrollEngine
 from rlgraph.utils.errors import RLGraphSpecError
 
 
-def make_ray_engine(config, env_kwargs, learner_agent, spec, seed=0):
+def make_ray_engine(config, env_kwargs, learner_agent, spec, seed=0, checkpoint_replay=True):
     """The Ray engine for the learner's kind: sharded replay (DQN, Ape-X, R2D2) or unroll queues (IMPALA, APPO).
+
+    Args: those of ``RemoteActorEngine``.
 
     Raises:
         RLGraphSpecError: For an agent whose learner neither kind serves (before any actor starts).
@@ -19,10 +21,10 @@ def make_ray_engine(config, env_kwargs, learner_agent, spec, seed=0):
 
     learner = learner_agent.learner
     if isinstance(learner, ReplayLearner):
-        return RayReplayEngine(config, env_kwargs, learner_agent, spec, seed)
+        return RayReplayEngine(config, env_kwargs, learner_agent, spec, seed, checkpoint_replay)
     if isinstance(learner, IMPALALearner):
-        return RayUnrollEngine(config, env_kwargs, learner_agent, spec, seed)
-    raise RLGraphSpecError(f"--executor ray: agent type {config.get('type')!r} ({type(learner_agent).__name__}) is "
+        return RayUnrollEngine(config, env_kwargs, learner_agent, spec, seed, checkpoint_replay)
+    raise RLGraphSpecError(f"--engine ray: agent type {config.get('type')!r} ({type(learner_agent).__name__}) is "
                            f"not supported; the Ray engine runs replay agents (dqn, apex, r2d2) and unroll agents "
                            f"(impala, appo).")
 

@@ -6,8 +6,8 @@ import time
 
 import numpy as np
 
-from rlgraph.utils.errors import RLGraphCheckpointError, RLGraphError, RLGraphSpecError
-from rlgraph.utils.run_state import load_run_state, save_run_state
+from rlgraph.execution.remote_actors import RemoteActorEngine
+from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
 
 logger = logging.getLogger(__name__)
 
@@ -16,42 +16,32 @@ ACTOR_CREATION_WAIT_S = 60.0
 ACTOR_CREATION_QUIET_S = 2.0
 
 
-class RayEngine:
+class RayEngine(RemoteActorEngine):
     """Trains one agent config with actor processes on a Ray cluster and the learner in this process.
 
-    The engine is a worker in the ``Trainer``'s sense (``run(num_env_steps)``, ``store``, ``load``,
-    ``evaluate``), so a Ray run has the local run's progress bar, TensorBoard scalars, checkpoints, resume,
-    ``summary.json`` and learning curve. Each actor (``RaySampler``) holds an actor-only agent built from the
-    same config, its own vector of environments and its own trajectory builder; the learner is a full agent
-    here. Weights are put into the object store once per broadcast and handed to every actor by reference
+    The engine is an ``Engine`` the ``Trainer`` drives (``RemoteActorEngine``), so a Ray run has the local run's
+    progress bar, TensorBoard scalars, checkpoints, resume, ``summary.json`` and learning curve. Each actor
+    (``RaySampler``) holds an actor-only agent built from the same config, its own vector of environments and
+    its own trajectory builder; the learner is a full agent here. Weights are put into the object store once per broadcast and handed to every actor by reference
     with its next sample request. An actor whose process dies (or whose sample times out) is replaced by a
     new one, which gets the current weights; the restarts and the environment steps lost with it are counted.
 
     Subclasses implement ``_run`` (how samples reach the learner) for their kind of learner.
 
-    Args:
-        config: The training config (a dict; agent keys plus ``environment_spec``, ``execution_spec``).
-        env_kwargs: ``VectorEnv`` keywords of the run's environments (``num_envs`` is replaced per actor).
-        learner_agent: The learner (a ``role="local"`` agent, which also evaluates greedily).
-        spec: The ``ExecutionSpec``.
-        seed: The run's seed (actor i's environments get seed + 1000 * (i + 1)).
+    Args: those of ``RemoteActorEngine``.
     """
 
-    def __init__(self, config, env_kwargs, learner_agent, spec, seed=0):
+    ENGINE = "ray"
+    DISPLAY_NAME = "Ray engine"
+
+    def __init__(self, config, env_kwargs, learner_agent, spec, seed=0, checkpoint_replay=True):
         import ray
 
+        super().__init__(config, env_kwargs, learner_agent, spec, seed, checkpoint_replay)
         self.ray = ray
-        self.config = config
-        self.env_kwargs = dict(env_kwargs)
-        self.agent = learner_agent
         self.learner = learner_agent.learner
-        self.spec = spec
-        self.seed = int(seed)
-        self.num_actors = spec.num_actors
-        self.envs_per_actor = spec.envs_per_actor_for(self.env_kwargs.get("num_envs", 1))
         self.owns_ray = _init_ray(spec, self._cpus_needed())
         self._check_resources()
-        self.actor_restarts = 0
         self.env_steps_lost = 0
         self.actor_env_steps = np.zeros(self.num_actors, np.int64)
         self.actor_seconds = np.zeros(self.num_actors)
@@ -84,11 +74,10 @@ class RayEngine:
 
     def _make_actor(self, index):
         total = self.num_actors * self.envs_per_actor
-        env_kwargs = dict(self.env_kwargs, num_envs=self.envs_per_actor, seed=self.seed + 1000 * (index + 1))
         self._actor_versions[index] = -1
-        return self._created(self._actor_class.remote(index, self.config, env_kwargs, self.agent.backend,
-                                                      self.seed + 1000 * (index + 1), index * self.envs_per_actor,
-                                                      total))
+        return self._created(self._actor_class.remote(index, self.config, self.actor_env_kwargs(index),
+                                                      self.agent.backend, self.actor_seed(index),
+                                                      index * self.envs_per_actor, total))
 
     def _created(self, handle):
         """Notes a new actor (a ``RaySampler`` or a replay shard): its first call, ``pid``, answers once the actor
@@ -193,7 +182,7 @@ class RayEngine:
             return []
         return self.ray.wait(refs, num_returns=len(refs), timeout=timeout)[1]
 
-    # --- the worker interface -----------------------------------------------------------------------------
+    # --- the engine interface -----------------------------------------------------------------------------
     def run(self, num_env_steps):
         """Trains for at least ``num_env_steps`` environment steps (over all actors).
 
@@ -213,55 +202,17 @@ class RayEngine:
         """The process ids of the actors (index order)."""
         return self.ray.get([a.pid.remote() for a in self.actors])
 
-    def processes(self):
-        """The engine's processes by role (``{"actors": [pid, ...]}``), e.g. for monitoring or fault drills."""
-        return dict(actors=self.actor_pids())
-
     def summary(self):
         """What a run's ``summary.json`` adds for this engine."""
-        return dict(executor="ray", num_actors=self.num_actors, envs_per_actor=self.envs_per_actor,
-                    actor_restarts=self.actor_restarts, env_steps_lost=int(self.env_steps_lost),
+        return dict(super().summary(), env_steps_lost=int(self.env_steps_lost),
                     actors=[dict(index=i, env_steps=int(s), env_steps_per_second=round(float(s / max(t, 1e-9)), 1))
                             for i, (s, t) in enumerate(zip(self.actor_env_steps, self.actor_seconds))],
-                    execution_spec=self.spec.to_dict())
+                    execution_spec=self.spec.to_dict(redact=True))
 
-    def store(self, path):
-        """Stores the learner's model and run state (``get_run_state``) in directory ``path``."""
-        save_run_state(path, self.get_run_state())
-        self.agent.store_model(path)
-
-    def load(self, path):
-        """Restores the learner's model and, where stored, its run state (the actors start afresh)."""
-        self.agent.load_model(path)
+    def _loaded(self):
+        # The next sample requests carry the loaded weights. (A resumed Ray run's actors start afresh: their
+        # environments and partial trajectories are not stored; their timing makes a Ray run irreproducible.)
         self._weights_ref, self._weights_version = None, -1
-        state = load_run_state(path)
-        if state is None:
-            logger.warning("'%s' holds no run state: the learner resumes with an empty memory.", path)
-            return
-        self.set_run_state(state)
-
-    def get_run_state(self):
-        """The learner's run state (memory, queued unrolls, counters, schedules, RNG states; see
-        ``Agent.get_run_state``). The actors' environments and partial trajectories are not saved: a resumed
-        Ray run starts them afresh (its actors' timing makes a Ray run irreproducible anyway)."""
-        return dict(engine=type(self).__name__,
-                    agent=self.agent.get_run_state(include_replay=getattr(self, "checkpoint_replay", True)))
-
-    def set_run_state(self, state):
-        """Restores what ``get_run_state`` returned.
-
-        Raises:
-            RLGraphCheckpointError: The state is of another engine or does not fit this one.
-        """
-        if not isinstance(state, dict) or state.get("engine") != type(self).__name__:
-            found = state.get("engine") if isinstance(state, dict) else type(state).__name__
-            raise RLGraphCheckpointError(f"Ray engine: the stored run state belongs to {found!r}, not to a "
-                                         f"{type(self).__name__}.")
-        self.agent.set_run_state(state["agent"])
-
-    def evaluate(self, env, num_episodes):
-        from rlgraph.workers import VectorWorker
-        return VectorWorker(self.agent, env, learn=False).evaluate(env, num_episodes)
 
     def close(self):
         """Stops the actors (and the local Ray cluster this engine started)."""

@@ -26,10 +26,10 @@ class RayReplayEngine(RayEngine):
     counted.
     """
 
-    def __init__(self, config, env_kwargs, learner_agent, spec, seed=0):
+    def __init__(self, config, env_kwargs, learner_agent, spec, seed=0, checkpoint_replay=True):
         from rlgraph.execution.ray.replay_shard import ReplayShard
 
-        super().__init__(config, env_kwargs, learner_agent, spec, seed)
+        super().__init__(config, env_kwargs, learner_agent, spec, seed, checkpoint_replay)
         settings = self.learner.replay_settings()
         self.num_shards = spec.num_replay_shards
         self.shard_capacity = max(1, settings["capacity"] // self.num_shards)
@@ -154,8 +154,7 @@ class RayReplayEngine(RayEngine):
 
     def get_run_state(self):
         """The learner's run state plus the replay shards' contents and the replay schedule's counters."""
-        with_replay = getattr(self, "checkpoint_replay", True)
-        shards = self.ray.get([s.get_state.remote() for s in self.shards]) if with_replay else None
+        shards = self.ray.get([s.get_state.remote() for s in self.shards]) if self.checkpoint_replay else None
         return dict(super().get_run_state(), shards=shards,
                     shard_sizes=self.shard_sizes.copy(), updates_made=int(self.updates_made),
                     ready_at=self._ready_at, next_shard=int(self._next_shard), rng=self._rng.bit_generator.state,

@@ -15,8 +15,8 @@ class RayUnrollEngine(RayEngine):
     ``max_policy_lag`` and counts them ("dropped_samples").
     """
 
-    def __init__(self, config, env_kwargs, learner_agent, spec, seed=0):
-        super().__init__(config, env_kwargs, learner_agent, spec, seed)
+    def __init__(self, config, env_kwargs, learner_agent, spec, seed=0, checkpoint_replay=True):
+        super().__init__(config, env_kwargs, learner_agent, spec, seed, checkpoint_replay)
         self.vector_steps = spec.sample_steps or learner_agent.unroll_length
         self.batch_columns = max(1, int(env_kwargs.get("num_envs", 1)))
         results_per_update = -(-self.batch_columns // self.envs_per_actor)
