@@ -14,13 +14,18 @@ EXTRAS = {
     # server and UI; ``pip install mlflow`` adds them).
     "mlflow": ["mlflow-skinny>=3.0"],
     "wandb": ["wandb>=0.20"],
+    # The documentation site (mkdocs.yml): ``mkdocs build --strict``, the API pages from the docstrings
+    # (mkdocstrings' Python handler reads the source statically: no backend is imported).
+    "docs": ["mkdocs>=1.6.1,<2", "mkdocstrings[python]>=1.0,<2", "mkdocstrings-python>=2.0,<3"],
     "test": ["pytest>=8", "pytest-xdist>=3", "pytest-timeout>=2", "jsonschema>=4", "onnx>=1.16", "onnxruntime>=1.18",
-             "tf2onnx>=1.17", "mlflow-skinny>=3.0", "wandb>=0.20"],
+             "tf2onnx>=1.17", "mlflow-skinny>=3.0", "wandb>=0.20",
+             # tests/test_docs.py builds the site in strict mode.
+             "mkdocs>=1.6.1,<2", "mkdocstrings[python]>=1.0,<2", "mkdocstrings-python>=2.0,<3"],
     # Optional all-reduce adapter (execution_spec.all_reduce "horovod"); its last release (0.28.1) builds against
     # neither torch 2.13 nor TF 2.21, so "all" leaves it out and nothing depends on it.
     "horovod": ["horovod>=0.28.1"],
 }
-EXTRAS["all"] = sorted({d for k, v in EXTRAS.items() if k not in ("test", "horovod") for d in v})
+EXTRAS["all"] = sorted({d for k, v in EXTRAS.items() if k not in ("test", "horovod", "docs") for d in v})
 
 setup(
     name="rlgraph",
