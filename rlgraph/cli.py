@@ -16,7 +16,7 @@ logger = logging.getLogger("rlgraph")
 
 def _train(args):
     from rlgraph.execution.runner import train
-    summary = train(args.config, executor=args.executor, env_id=args.env, backend=args.backend, steps=args.steps,
+    summary = train(args.config, engine=args.engine, env_id=args.env, backend=args.backend, steps=args.steps,
                     seconds=args.seconds, logdir=args.logdir, seed=args.seed, resume=args.resume,
                     overwrite=args.overwrite,
                     num_actors=args.num_actors, ray_address=args.ray_address, transport=args.transport,
@@ -38,7 +38,7 @@ def _tune(args):
     from rlgraph.execution.tune import format_table, run_sweep
     out = run_sweep(args.config, args.grid, logdir=args.logdir, sets=args.overrides, steps=args.steps,
                     seconds=args.seconds, num_samples=args.num_samples, scheduler=args.scheduler,
-                    max_concurrent=args.max_concurrent, ray_address=args.ray_address, executor=args.executor,
+                    max_concurrent=args.max_concurrent, ray_address=args.ray_address, engine=args.engine,
                     env_id=args.env, backend=args.backend, seed=args.seed, loggers=args.loggers,
                     cpus_per_trial=args.cpus_per_trial, verbose=2 if args.verbose else 1)
     keys = [g.partition("=")[0].strip() for g in args.grid]
@@ -106,12 +106,47 @@ def _plot(args):
     return 0
 
 
+def _names(names):
+    quoted = [f"'{n}'" for n in names]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+
+
 def _export(args):
     from rlgraph.export import export_policy
     out = export_policy(args.run, args.format, args.output)
     print(f"Greedy policy of {out['agent']} ({out['backend']}, {out['model']}) exported as {out['format']} to "
-          f"{out['output']}: input 'observations' (float32, batch first), outputs 'actions' and '{out['scores']}'")
+          f"{out['output']}: input{'s' if len(out['inputs']) > 1 else ''} {_names(out['inputs'])} (float32, batch "
+          f"first), outputs {_names(out['outputs'])}")
     return 0
+
+
+#: The keys of a demo config (``examples/demo_network.json``): required, then optional with their defaults.
+DEMO_KEYS = dict(required=("state_space", "network", "memory"), optional=dict(steps=100, batch_size=32))
+
+
+def _demo_config(path):
+    """The demo config at ``path``, or an ``RLGraphError`` naming what is wrong with it."""
+    from rlgraph.utils.errors import RLGraphError
+    try:
+        with open(path) as f:
+            config = json.load(f)
+    except OSError as e:
+        raise RLGraphError(f"demo config '{path}' cannot be read: {e.strerror or e}.") from None
+    except json.JSONDecodeError as e:
+        raise RLGraphError(f"demo config '{path}' is not JSON: {e}.") from None
+    if not isinstance(config, dict):
+        raise RLGraphError(f"demo config '{path}': expected a JSON object, got {type(config).__name__}.")
+    missing = [k for k in DEMO_KEYS["required"] if k not in config]
+    unknown = sorted(set(config) - set(DEMO_KEYS["required"]) - set(DEMO_KEYS["optional"]))
+    if missing or unknown:
+        what = "an agent's training config (use rlgraph train)" if "type" in config or "environment_spec" in config \
+            else "not a demo config"
+        raise RLGraphError(f"demo config '{path}' is {what}: " + "; ".join(
+            ([f"missing {', '.join(repr(k) for k in missing)}"] if missing else []) +
+            ([f"unknown {', '.join(repr(k) for k in unknown)}"] if unknown else [])) +
+            f" (a demo config has {', '.join(DEMO_KEYS['required'])} and optionally "
+            f"{', '.join(DEMO_KEYS['optional'])}; see examples/demo_network.json).")
+    return {**DEMO_KEYS["optional"], **config}
 
 
 def _demo(args):
@@ -121,8 +156,7 @@ def _demo(args):
     from rlgraph.utils.backend import backend_available
     from rlgraph.utils.decorators import rlgraph_api
 
-    with open(args.config) as f:
-        config = json.load(f)
+    config = _demo_config(args.config)
     state_space = Space.from_spec(config["state_space"], _path="state_space")
 
     class DemoGraph(Component):
@@ -171,6 +205,13 @@ def _demo(args):
     return 0
 
 
+def _engine_option(command, engines, help_text):
+    """``--engine`` (default local), and ``--executor``, its earlier name, still accepted (not in the help)."""
+    command.add_argument("--engine", choices=engines, default="local", help=f"{help_text} (default local)")
+    command.add_argument("--executor", choices=engines, dest="engine", default=argparse.SUPPRESS,
+                         help=argparse.SUPPRESS)
+
+
 def _version():
     """The installed package's version (setup.py's metadata), else the source tree's ``rlgraph.__version__``."""
     from importlib.metadata import PackageNotFoundError, version
@@ -190,27 +231,27 @@ def main(argv=None):
     parser.add_argument("--version", action="version", version=f"rlgraph {_version()}",
                         help="print rlgraph's version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
+    from rlgraph.execution.run_config import ENGINES
 
     train = sub.add_parser("train", help="train an agent from a JSON config")
     train.add_argument("config", help="e.g. configs/dqn_cartpole.json")
     train.add_argument("--env", default=None, help="environment id overriding the config's")
     train.add_argument("--backend", choices=["tf", "pytorch"], default=None)
-    train.add_argument("--executor", choices=["local", "ray", "central", "distributed"], default="local",
-                       help="execution engine (local: one process, vectorized environments; ray: actor "
-                            "processes on a Ray cluster, the learner here; central: backend-free actor "
-                            "processes, batched inference and learning here; distributed: learner processes "
-                            "with their own environments, gradients all-reduced)")
+    _engine_option(train, ENGINES, "the engine that runs the training (local: one process, vectorized "
+                                   "environments; ray: actor processes on a Ray cluster, the learner here; central: "
+                                   "backend-free actor processes, batched inference and learning here; distributed: "
+                                   "learner processes with their own environments, gradients all-reduced)")
     train.add_argument("--num-learners", type=int, default=None,
-                       help="distributed executor: learner processes (overrides execution_spec.num_learners)")
+                       help="distributed engine: learner processes (overrides execution_spec.num_learners)")
     train.add_argument("--learner-rank", type=int, default=None,
-                       help="distributed executor on several machines: this learner's index in "
+                       help="distributed engine on several machines: this learner's index in "
                             "execution_spec.learner_addresses (0 trains and writes checkpoints)")
     train.add_argument("--num-actors", type=int, default=None,
                        help="actor processes (overrides execution_spec.num_actors)")
     train.add_argument("--ray-address", default=None,
                        help="Ray cluster HOST:PORT to join (default: start a local one)")
     train.add_argument("--transport", choices=["shm", "grpc"], default=None,
-                       help="central executor: how actors reach the inference server (overrides "
+                       help="central engine: how actors reach the inference server (overrides "
                             "execution_spec.transport; default shm)")
     budget = train.add_mutually_exclusive_group()
     budget.add_argument("--steps", type=int, default=None, help="environment steps to train for")
@@ -254,8 +295,9 @@ def main(argv=None):
     tune.add_argument("--logdir", default=None,
                       help="the sweep's directory: tune_results.json, best_config.json and a logdir per trial "
                            "(default runs/tune-...)")
-    tune.add_argument("--executor", choices=["local", "ray", "central"], default="local",
-                      help="each trial's engine (as rlgraph train --executor)")
+    # (A trial is one process: the distributed engine's learner group does not fit a trial.)
+    _engine_option(tune, tuple(e for e in ENGINES if e != "distributed"), "each trial's engine (as rlgraph train "
+                                                                          "--engine)")
     tune.add_argument("--env", default=None, help="environment id overriding the config's")
     tune.add_argument("--backend", choices=["tf", "pytorch"], default=None)
     tune.add_argument("--seed", type=int, default=0)
@@ -292,7 +334,7 @@ def main(argv=None):
     export.add_argument("--output", "-o", required=True, help="the file (a directory for saved_model) to write")
 
     demo = sub.add_parser("demo", help="build a small component graph from a JSON config on each backend and run it")
-    demo.add_argument("config", help="path to a demo config, e.g. configs/demo_network.json")
+    demo.add_argument("config", help="path to a demo config, e.g. examples/demo_network.json")
     demo.add_argument("--backend", choices=["tf", "pytorch"], default=None)
     demo.add_argument("--seed", type=int, default=0)
 
@@ -300,6 +342,8 @@ def main(argv=None):
         # -v after the subcommand too (rlgraph train CONFIG -v); SUPPRESS keeps a -v given before it.
         command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="debug logging")
     args = parser.parse_args(argv)
+    from rlgraph.utils.quiet import quiet_libraries
+    quiet_libraries(verbose=args.verbose)  # Before any backend or Ray is imported.
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     # A run's status lines (stderr not a terminal, see Trainer's progress) are INFO messages shown by default.

@@ -143,11 +143,79 @@ def test_refusals_are_one_line(tmp_path, capsys):
     assert cli_main(["export", str(run / "model"), "--format", "torchscript", "--output", str(tmp_path / "p.pt")]) == 0
 
 
-@pytest.mark.skipif(not backend_available("pytorch"), reason="needs PyTorch")
-def test_recurrent_policies_are_refused_in_one_line(tmp_path, capsys):
-    run, _ = _stored_run(tmp_path, "r2d2", "pytorch")
-    _one_line_error(capsys, [run, "--format", "torchscript", "--output", tmp_path / "p.pt"],
-                    "R2D2Agent's policy is recurrent")
+#: Runs an exported recurrent policy for a few steps in a process where rlgraph cannot be imported, threading its
+#: state (zeros at the start) from one step's outputs to the next step's inputs; writes every step's outputs.
+RECURRENT_LOADER = r"""
+import sys, json
+sys.modules["rlgraph"] = None
+import numpy as np
+steps = np.load(sys.argv[1])  # [T, batch, ...]
+fmt, path, units = sys.argv[2], sys.argv[3], int(sys.argv[4])
+if fmt == "torchscript":
+    import torch
+    model = torch.jit.load(path)
+    run = lambda feed: {k: v.numpy() for k, v in model(*[torch.from_numpy(feed[n]) for n in
+                                                         ("observations", "state_0", "state_1")]).items()}
+elif fmt == "saved_model":
+    import tensorflow as tf
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    run = lambda feed: {k: v.numpy() for k, v in serve(**{k: tf.constant(v) for k, v in feed.items()}).items()}
+else:
+    import onnxruntime as ort
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    assert [i.name for i in session.get_inputs()] == ["observations", "state_0", "state_1"], session.get_inputs()
+    names = [o.name for o in session.get_outputs()]
+    run = lambda feed: dict(zip(names, session.run(None, feed)))
+state = [np.zeros((steps.shape[1], units), np.float32)] * 2
+out = {}
+for t, obs in enumerate(steps):
+    got = run({"observations": obs, "state_0": state[0], "state_1": state[1]})
+    state = [got["next_state_0"], got["next_state_1"]]
+    out.update({f"{k}/{t}": v for k, v in got.items()})
+np.savez(sys.argv[5], **out)
+"""
+
+
+@pytest.mark.parametrize("kind, fmt", [("pytorch", "torchscript"), ("pytorch", "onnx"), ("tf", "saved_model")])
+def test_recurrent_policies_take_and_return_their_state(tmp_path, kind, fmt):
+    """R2D2's exported policy, stepped 4 times with its state threaded through, gives the agent's greedy actions,
+    Q-values and LSTM states at every step."""
+    backend = kind
+    if not backend_available(backend):
+        pytest.skip(f"needs {backend}")
+    if fmt == "onnx":
+        pytest.importorskip("onnxruntime")
+        if backend == "tf":
+            pytest.importorskip("tf2onnx")
+    run, agent = _stored_run(tmp_path, "r2d2", backend)
+    path = str(tmp_path / f"policy.{fmt}")
+    assert cli_main(["export", str(run), "--format", fmt, "--output", path]) == 0
+    steps = agent.state_space.with_batch_rank().sample(4 * 64, rng=np.random.default_rng(2)).astype(np.float32)
+    steps = steps.reshape((4, 64) + steps.shape[1:])
+    units = agent.lstm_units
+    np.save(tmp_path / "steps.npy", steps)
+    proc = subprocess.run([sys.executable, "-c", RECURRENT_LOADER, str(tmp_path / "steps.npy"), fmt, path, str(units),
+                           str(tmp_path / "out.npz")], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = dict(np.load(tmp_path / "out.npz"))
+    state = agent.actor.initial_internal_states(64)
+    for t, obs in enumerate(steps):
+        q_values, _ = agent.executor.execute("get_q_values", obs[:, None], tuple(state))
+        actions, extras = agent.actor.get_actions(obs, explore=False, internal_states=state)
+        state = extras["internal_states"]
+        np.testing.assert_array_equal(out[f"actions/{t}"], actions, err_msg=f"{fmt} step {t}")
+        np.testing.assert_allclose(out[f"q_values/{t}"], q_values[:, 0], rtol=1e-5, atol=1e-5)
+        for i in range(2):
+            np.testing.assert_allclose(out[f"next_state_{i}/{t}"], state[i], rtol=1e-5, atol=1e-5)
+    assert np.abs(state[0]).max() > 1e-3  # The state moved: a policy that ignored it would not match.
+
+
+@pytest.mark.skipif(not backend_available("tf"), reason="needs TensorFlow")
+def test_recurrent_tf_policies_to_onnx_are_refused_in_one_line(tmp_path, capsys):
+    run, _ = _stored_run(tmp_path, "r2d2", "tf")
+    _one_line_error(capsys, [run, "--format", "onnx", "--output", tmp_path / "p.onnx"],
+                    "tf2onnx cannot convert TensorFlow's fused LSTM kernel")
 
 
 @pytest.mark.skipif(not backend_available("pytorch"), reason="needs PyTorch")

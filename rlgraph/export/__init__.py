@@ -3,7 +3,9 @@
 Formats: ``torchscript`` (PyTorch runs), ``saved_model`` (TensorFlow runs, signature ``serving_default``) and
 ``onnx`` (both: ``torch.onnx`` and tf2onnx). Every exported policy takes ``observations`` (float32, batch first,
 the config's preprocessing inside) and returns ``actions`` (int64) and the action scores (``q_values`` for
-DQN and Ape-X, ``logits`` for IMPALA and APPO). Backends are imported only by the format that needs them.
+DQN, Ape-X and R2D2, ``logits`` for IMPALA and APPO); a recurrent policy (R2D2) also takes its state
+(``state_0``, ``state_1``: zeros at an episode's start) and returns the next one (``next_state_0``, ...).
+Backends are imported only by the format that needs them.
 """
 import logging
 import os
@@ -30,11 +32,12 @@ def export_policy(run, format, output):
         output: The file (TorchScript, ONNX) or directory (SavedModel) to write.
 
     Returns:
-        ``dict(output, format, backend, agent, scores, model)``: what was written, from which model.
+        ``dict(output, format, backend, agent, scores, model, inputs, outputs)``: what was written, from which
+        model, with the names of its inputs and outputs.
 
     Raises:
         RLGraphError: One line: an unknown format, one the run's backend cannot write, a run without a
-            checkpoint, a policy that cannot be exported (recurrent, several actions), an output that exists
+            checkpoint, a policy that cannot be exported (fed previous actions and rewards, several actions), an output that exists
             as another kind of path or cannot be written.
     """
     import importlib
@@ -52,6 +55,9 @@ def export_policy(run, format, output):
     _check_output(output, directory=format == "saved_model")
     agent, _, model = load_run_agent(run)
     greedy = GreedyPolicy(agent)
+    if greedy.recurrent and format == "onnx" and agent.backend == "tf":
+        raise RLGraphError("--format onnx: tf2onnx cannot convert TensorFlow's fused LSTM kernel (BlockLSTMV2) of a "
+                           "recurrent policy; export this run as saved_model, or train with --backend pytorch for ONNX.")
     module, function = FORMATS[format][agent.backend]
     try:
         getattr(importlib.import_module(module), function)(greedy, output)
@@ -61,7 +67,8 @@ def export_policy(run, format, output):
         raise RLGraphError(f"--output '{output}' cannot be written: {e.strerror or e}.") from None
     logger.info("Exported the greedy policy of %s as %s to %s.", model, format, output)
     return dict(output=output, format=format, backend=agent.backend, agent=type(agent).__name__,
-                scores=greedy.scores_name, model=model)
+                scores=greedy.scores_name, model=model, inputs=["observations"] + greedy.state_names,
+                outputs=["actions", greedy.scores_name] + [f"next_{n}" for n in greedy.state_names])
 
 
 def _backend_name(backend):

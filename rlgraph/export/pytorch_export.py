@@ -27,10 +27,10 @@ def _module(greedy, named=False):
             for i, variable in enumerate(greedy.agent.executor.variables().values()):
                 self.register_buffer(f"variable_{i}", variable)
 
-        def forward(self, observations):
-            actions, scores = greedy(observations.to(dtype))
-            actions, scores = actions.to(torch.int64), scores.to(torch.float32)
-            return {"actions": actions, name: scores} if named else (actions, scores)
+        def forward(self, observations, *states):
+            actions, scores, *next_states = greedy(observations.to(dtype), *states)
+            out = [actions.to(torch.int64), scores.to(torch.float32)] + [s.to(torch.float32) for s in next_states]
+            return dict(zip(output_names(greedy), out)) if named else tuple(out)
 
     return Greedy().eval()
 
@@ -51,38 +51,47 @@ def _frozen(agent):
             v.requires_grad_(g)
 
 
+def output_names(greedy):
+    """``actions``, the scores' name, and for a recurrent policy ``next_state_i`` per part of its state."""
+    return ["actions", greedy.scores_name] + [f"next_{n}" for n in greedy.state_names]
+
+
 def _example(greedy, batch=2):
+    """Example inputs: observations, then (recurrent policies) a zero state per part."""
     import numpy as np
     import torch
     sample = greedy.state_space.with_batch_rank().sample(batch, rng=np.random.default_rng(0))
-    return torch.from_numpy(np.asarray(sample, np.float32))
+    states = [torch.zeros((batch,) + shape) for shape in greedy.state_shapes]
+    return (torch.from_numpy(np.asarray(sample, np.float32)),) + tuple(states)
 
 
 def export_torchscript(greedy, output):
     """Writes the policy as a TorchScript file (``torch.jit.load(output)(observations)`` returns
-    ``{"actions": ..., scores_name: ...}``)."""
+    ``{"actions": ..., scores_name: ...}``; a recurrent policy's takes ``(observations, state_0, ...)`` and also
+    returns ``next_state_0, ...``)."""
     import torch
 
     with _frozen(greedy.agent), warnings_quiet():
-        traced = torch.jit.trace(_module(greedy, named=True), (_example(greedy),), strict=False, check_trace=False)
+        traced = torch.jit.trace(_module(greedy, named=True), _example(greedy), strict=False, check_trace=False)
         torch.jit.save(traced, output)
     return output
 
 
 def export_onnx(greedy, output):
     """Writes the policy as an ONNX model: input ``observations`` (float32, ``[batch, ...]``), outputs ``actions``
-    (int64 ``[batch]``) and the scores (``q_values`` or ``logits``, float32 ``[batch, actions]``)."""
+    (int64 ``[batch]``) and the scores (``q_values`` or ``logits``, float32 ``[batch, actions]``); a recurrent
+    policy also takes ``state_0, ...`` and returns ``next_state_0, ...`` (float32 ``[batch, units]``)."""
     import torch
     try:
         import onnx  # noqa: F401  (torch.onnx writes the model with it)
     except ImportError:
         raise RLGraphBackendError("export --format onnx needs the onnx package: pip install 'rlgraph[export]'.") \
             from None
-    names = ["actions", greedy.scores_name]
+    inputs, names = ["observations"] + greedy.state_names, output_names(greedy)
     with _frozen(greedy.agent), warnings_quiet():
-        torch.onnx.export(_module(greedy), (_example(greedy),), output, dynamo=False, input_names=["observations"],
+        torch.onnx.export(_module(greedy), _example(greedy), output, dynamo=False, input_names=inputs,
                           output_names=names, opset_version=ONNX_OPSET,
-                          dynamic_axes={n: {0: "batch"} for n in ["observations"] + names})
+                          dynamic_axes={n: {0: "batch"} for n in inputs + names})
     return output
 
 
@@ -91,7 +100,13 @@ def warnings_quiet():
     """torch's deprecation notices about TorchScript (``torch.jit``, which torch.onnx's exporter traces with; both
     still work in torch 2.13), kept out of the user's terminal."""
     import warnings
+
+    import torch
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=DeprecationWarning)
         warnings.filterwarnings("ignore", category=FutureWarning)
+        # The LSTM scan's Python branch on the sequence length (1 when acting) and its in-place matmul into the
+        # state buffer, which both exporters fix correctly for one step (checked step by step in test_export).
+        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+        warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation")
         yield

@@ -19,12 +19,18 @@ def _serving_function(greedy):
     module.policy_variables = list(greedy.agent.executor.variables().values())
     name = greedy.scores_name
 
-    @tf.function(input_signature=[tf.TensorSpec([None] + list(greedy.state_space.shape), tf.float32,
-                                                name="observations")])
-    def serve(observations):
-        actions, scores = greedy(tf.cast(observations, dtype))
-        return {"actions": tf.identity(tf.cast(actions, tf.int64), name="actions"),
-                name: tf.identity(tf.cast(scores, tf.float32), name=name)}
+    signature = [tf.TensorSpec([None] + list(greedy.state_space.shape), tf.float32, name="observations")] + [
+        tf.TensorSpec([None] + list(shape), tf.float32, name=n) for shape, n in zip(greedy.state_shapes,
+                                                                                    greedy.state_names)]
+
+    @tf.function(input_signature=signature)
+    def serve(observations, *states):
+        actions, scores, *next_states = greedy(tf.cast(observations, dtype), *states)
+        out = {"actions": tf.identity(tf.cast(actions, tf.int64), name="actions"),
+               name: tf.identity(tf.cast(scores, tf.float32), name=name)}
+        for n, s in zip(greedy.state_names, next_states):
+            out[f"next_{n}"] = tf.identity(tf.cast(s, tf.float32), name=f"next_{n}")
+        return out
 
     module.serve = serve
     return module, serve
@@ -33,7 +39,8 @@ def _serving_function(greedy):
 def export_saved_model(greedy, output):
     """Writes the policy as a SavedModel: ``tf.saved_model.load(output).signatures["serving_default"]`` takes
     ``observations`` (float32, ``[batch, ...]``) and returns ``{"actions": int64 [batch], scores_name: float32
-    [batch, actions]}``; the weights are the model's variables."""
+    [batch, actions]}``; a recurrent policy also takes ``state_0, ...`` and returns ``next_state_0, ...``; the
+    weights are the model's variables."""
     import tensorflow as tf
 
     module, serve = _serving_function(greedy)

@@ -4,8 +4,11 @@ Nothing here imports TensorFlow or PyTorch at import time: ``tf`` and ``torch`` 
 import the real library on first attribute access, so a user with only one backend installed can still use
 rlgraph. After the first access, attribute look-ups on the proxy cost the same as on the real module.
 """
+import contextlib
 import importlib
 import os
+import sys
+import tempfile
 import types
 
 from rlgraph.utils.errors import RLGraphBackendError
@@ -44,6 +47,45 @@ def backend_available(name):
     return importlib.util.find_spec(_BACKEND_MODULES[normalize_backend(name)]) is not None
 
 
+#: Lines the backends' C++ runtimes print on import that say nothing about the user's run (hidden unless -v).
+IMPORT_NOTICES = ("All log messages before absl::InitializeLog()", "oneDNN custom operations are on",
+                  "cpu_feature_guard.cc", "To enable the following instructions", "rebuild TensorFlow with the "
+                  "appropriate compiler flags", "Unable to register cu", "Could not find cuda drivers")
+
+
+@contextlib.contextmanager
+def import_notices_filtered():
+    """Holds back what C++ code writes to stderr (file descriptor 2) during the block and writes it back without
+    the ``IMPORT_NOTICES`` lines, where ``$RLGRAPH_QUIET_IMPORTS`` is "1" (``rlgraph.utils.quiet``); else does
+    nothing. Python-level writes to ``sys.stderr`` go through the same descriptor and are kept."""
+    if os.environ.get("RLGRAPH_QUIET_IMPORTS") != "1":
+        yield
+        return
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):
+        yield
+        return
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            try:
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            kept = [line for line in held.read().decode(errors="replace").splitlines(keepends=True)
+                    if not any(notice in line for notice in IMPORT_NOTICES)]
+            if kept:
+                sys.stderr.write("".join(kept))
+                sys.stderr.flush()
+
+
 class LazyModule(types.ModuleType):
     """A module proxy that imports ``module_name`` on first use and then mirrors its namespace."""
 
@@ -54,7 +96,8 @@ class LazyModule(types.ModuleType):
 
     def _load(self):
         try:
-            module = importlib.import_module(self._lazy_module_name)
+            with import_notices_filtered():
+                module = importlib.import_module(self._lazy_module_name)
         except ImportError as e:
             raise RLGraphBackendError(
                 f"'{self._lazy_module_name}' is not installed ({e}). {self._lazy_install_hint}"
