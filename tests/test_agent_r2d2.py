@@ -120,15 +120,15 @@ def test_observe_stores_the_actors_recurrent_state_at_sequence_starts(backend):
     env = VectorEnv("CartPole-v1", num_envs=3, seed=4, max_episode_steps=14)  # Truncations too.
     worker = VectorWorker(agent, env)
     seen = {}                                              # obs bytes -> (actor state h, c) when acting on it.
-    get_actions = agent.get_actions
+    get_actions = agent.actor.get_actions  # The worker's ActorLoop acts through the actor.
 
-    def recording(states, explore=True, internal_states=None, return_extras=False):
-        actions, extras = get_actions(states, explore, internal_states, return_extras=True)
+    def recording(states, explore=True, internal_states=None, **kwargs):
+        actions, extras = get_actions(states, explore, internal_states, **kwargs)
         for i in range(len(states)):
             seen[states[i].tobytes()] = (extras["step_internal_states"][0][i], extras["step_internal_states"][1][i],
                                          actions[i])
         return actions, extras
-    agent.get_actions = recording
+    agent.actor.get_actions = recording
     worker.run(600)
     size = agent.learner.stored_sequences
     assert int(agent.executor.execute("get_memory_size")) == size

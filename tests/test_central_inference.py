@@ -260,8 +260,8 @@ def test_recurrent_state_is_kept_per_environment_and_zeroed_at_episode_starts():
     calls = []
     get_actions, serve_batch = server.actor.get_actions, server._serve_batch
 
-    def recording_get_actions(states, explore=True, internal_states=None):
-        actions, extras = get_actions(states, explore=explore, internal_states=internal_states)
+    def recording_get_actions(states, explore=True, internal_states=None, **kwargs):
+        actions, extras = get_actions(states, explore=explore, internal_states=internal_states, **kwargs)
         calls[-1].update(states_in=[np.array(s) for s in internal_states],
                          states_out=[np.array(s) for s in extras["internal_states"]])
         return actions, extras

@@ -180,8 +180,8 @@ def test_builder_state_round_trip(kind, tmp_path):
 
         def add(b, i, s):
             s = dict(s)
-            dones = s.pop("terminals") | s.pop("truncations")
-            return b.add(i, s, dones)
+            s["dones"] = s.pop("terminals") | s.pop("truncations")
+            return b.add(i, s)
     original = make()
     _replay(original, _steps(rng, 13, ids, kind == "sequence"), ids, add)
     assert original.num_pending_steps > 0

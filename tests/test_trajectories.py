@@ -421,7 +421,7 @@ def check_sequences(kind, L, S, P, seed, nested=False):
                     or streams.events[e][-2][1]["terminal"] or streams.events[e][-2][1]["truncation"] for e in ids]
         starts_ok.append(builder.episode_starts(ids).tolist() == expected)
         step, dones, boot, boot_step = sequence_step(rows)
-        return builder.add(ids, step, dones, np.asarray(ids)[boot], boot_step)
+        return builder.add(ids, dict(step, dones=dones, bootstrap_rows=boot, bootstrap_step=boot_step))
 
     outputs, drops = run(add, builder.drop, ops, streams)
     assert all(starts_ok)
@@ -449,7 +449,7 @@ def test_sequence_builder_nested_values():
 
 def test_sequence_builder_start_padding_rows_are_masked_true():
     builder = SequenceBuilder(5, 2, start_padding=2)
-    out = builder.add([4], dict(x=np.array([7.0]), internal_states=np.array([[1.0]])), [True])
+    out = builder.add([4], dict(x=np.array([7.0]), internal_states=np.array([[1.0]]), dones=[True]))
     assert out["mask"].tolist() == [[True, True, True, False, False]]
     assert out["x"].tolist() == [[0.0, 0.0, 7.0, 0.0, 0.0]] and out["internal_states"].tolist() == [[0.0]]
     assert builder.episode_starts([4, 5]).tolist() == [True, True]
@@ -458,12 +458,17 @@ def test_sequence_builder_start_padding_rows_are_masked_true():
 # ------------------------------------------------------------------------------------------- common behaviour
 
 
+def sequence_step_with_dones(rows):
+    step, dones, _, _ = sequence_step(rows)
+    return dict(step, dones=dones)
+
+
 def make_builders():
     return dict(nstep=(NStepBuilder(3, GAMMA), lambda b, ids, rows: b.add(ids, nstep_step(rows))),
                 unroll=(UnrollBuilder(4, first_keys=("internal_states",), last_keys=("next_states",)),
                         lambda b, ids, rows: b.add(ids, unroll_step(rows))),
                 sequence=(SequenceBuilder(5, 2, start_padding=1),
-                          lambda b, ids, rows: b.add(ids, *sequence_step(rows)[:2])))
+                          lambda b, ids, rows: b.add(ids, sequence_step_with_dones(rows))))
 
 
 @pytest.mark.parametrize("name", ["nstep", "unroll", "sequence"])
@@ -503,28 +508,28 @@ def test_bad_calls_raise_clear_errors(name):
     builder, add = make_builders()[name]
     streams = Streams(0)
     rows = streams.rows([0, 1, 2])
-    step = dict(nstep=nstep_step, unroll=unroll_step, sequence=lambda r: sequence_step(r)[0])[name](rows)
-    extra = [np.zeros(3, bool)] if name == "sequence" else []
+    step = dict(nstep=nstep_step, unroll=unroll_step,
+                sequence=lambda r: dict(sequence_step(r)[0], dones=np.zeros(3, bool)))[name](rows)
     with pytest.raises(RLGraphError, match="unique.*repeated: \\[1\\]"):
-        builder.add([0, 1, 1], step, *extra)
+        builder.add([0, 1, 1], step)
     required = dict(nstep="rewards", unroll="next_states", sequence="internal_states")[name]
     with pytest.raises(RLGraphError, match=f"lacks the required key.*{required}"):
-        builder.add([0, 1, 2], {k: v for k, v in step.items() if k != required}, *extra)
+        builder.add([0, 1, 2], {k: v for k, v in step.items() if k != required})
     with pytest.raises(RLGraphError, match="leading dimension of 2"):
-        builder.add([0, 1], step, *[e[:2] for e in extra])
+        builder.add([0, 1], step)
     with pytest.raises(RLGraphError, match="ints"):
-        builder.add([0.5, 1, 2], step, *extra)
+        builder.add([0.5, 1, 2], step)
     with pytest.raises(RLGraphError, match=">= 0"):
-        builder.add([-1, 1, 2], step, *extra)
+        builder.add([-1, 1, 2], step)
     with pytest.raises(RLGraphError, match="dict"):
-        builder.add([0, 1, 2], [1, 2, 3], *extra)
+        builder.add([0, 1, 2], [1, 2, 3])
     assert builder.num_pending_steps == 0
-    builder.add([0, 1, 2], step, *extra)
+    builder.add([0, 1, 2], step)
     with pytest.raises(RLGraphError, match="structure"):
-        builder.add([0, 1, 2], dict(step, surplus=np.zeros(3)), *extra)
+        builder.add([0, 1, 2], dict(step, surplus=np.zeros(3)))
     with pytest.raises(RLGraphError, match="shape"):
         key = dict(nstep="rewards", unroll="rewards", sequence="rewards")[name]
-        builder.add([0, 1, 2], dict(step, **{key: np.zeros((3, 2), np.float32)}), *extra)
+        builder.add([0, 1, 2], dict(step, **{key: np.zeros((3, 2), np.float32)}))
 
 
 @pytest.mark.parametrize("name", ["nstep", "unroll"])
@@ -566,16 +571,21 @@ def test_fast_path_refuses_bad_steps_and_takes_other_dtypes(name):
 
 def test_sequence_builder_bad_bootstrap_and_specs():
     builder = SequenceBuilder(4, 2)
-    step = dict(x=np.zeros(2), internal_states=np.zeros((2, 1)))
-    with pytest.raises(RLGraphError, match="subset"):
-        builder.add([0, 1], step, [False, True], [5], dict(x=np.zeros(1), internal_states=np.zeros((1, 1))))
+    step = dict(x=np.zeros(2), internal_states=np.zeros((2, 1)), dones=[False, True])
+    with pytest.raises(RLGraphError, match="bootstrap_rows'\\] must be rows of this step"):
+        builder.add([0, 1], dict(step, bootstrap_rows=[5], bootstrap_step=dict(x=np.zeros(1),
+                                                                                internal_states=np.zeros((1, 1)))))
     with pytest.raises(RLGraphError, match="structure"):
-        builder.add([0, 1], step, [False, True], [1], dict(x=np.zeros(1), y=np.zeros(1),
-                                                           internal_states=np.zeros((1, 1))))
+        builder.add([0, 1], dict(step, bootstrap_rows=[1], bootstrap_step=dict(x=np.zeros(1), y=np.zeros(1),
+                                                                                internal_states=np.zeros((1, 1)))))
+    with pytest.raises(RLGraphError, match="bootstrap_step"):
+        builder.add([0, 1], dict(step, bootstrap_rows=[1]))
     with pytest.raises(RLGraphError, match="dones"):
-        builder.add([0, 1], step, [False])
+        builder.add([0, 1], dict(step, dones=[False]))
+    with pytest.raises(RLGraphError, match="required key 'dones'"):
+        builder.add([0, 1], {k: v for k, v in step.items() if k != "dones"})
     with pytest.raises(RLGraphError, match="mask"):
-        builder.add([0, 1], dict(step, mask=np.zeros(2)), [False, False])
+        builder.add([0, 1], dict(step, mask=np.zeros(2)))
     assert builder.num_pending_steps == 0
     for kwargs in (dict(stride=5), dict(stride=0), dict(start_padding=4), dict(sequence_length=0)):
         with pytest.raises(RLGraphSpecError):

@@ -10,7 +10,9 @@ class Actor:
 
     An actor holds no learning state: it acts with the weights it was given (``Agent.set_weights(weights,
     version)``) and stamps that ``weights_version`` on every row, so that a learner anywhere can measure the
-    policy lag of what it learns from. Engines drive it like ``VectorWorker`` does::
+    policy lag of what it learns from. Its settings come at construction (``from_agent`` takes them from an
+    agent's config); what varies per call (recurrent state, fixed epsilons, the env steps that drive the
+    exploration schedule) comes as arguments of ``get_actions``. ``rlgraph.workers.ActorLoop`` drives it::
 
         actions, extras = actor.get_actions(obs, explore=True, internal_states=states)
         next_obs, rewards, terminals, truncations = env.step(actions)
@@ -20,24 +22,38 @@ class Actor:
         states = actor.next_internal_states(extras, rewards, terminals | truncations)
 
     Args:
-        agent: The agent whose config and executor the actor uses.
+        executor: The graph executor whose API methods the actor calls.
+        name: Named in error messages (the agent's name).
+        schedule_timesteps: Env steps over which the exploration schedule runs (None: the actor has none).
 
     Attributes:
         weights_version: The learner version of the weights the actor acts with.
-        timesteps: Environment steps this actor has taken (drives its exploration schedule).
+        timesteps: Environment steps this actor has taken (drives its exploration schedule unless
+            ``get_actions`` is given the run's).
     """
 
     #: The keys of the extras ``get_actions`` returns (``observe`` refuses other keywords).
     extras_keys = ("weights_version",)
 
-    def __init__(self, agent):
-        self.agent = agent
-        self.executor = agent.executor
+    def __init__(self, executor, name="Actor", schedule_timesteps=None):
+        self.executor = executor
+        self.name = name
+        self.schedule_timesteps = schedule_timesteps
         self.weights_version = 0
         self.timesteps = 0
         # Where this actor's environments sit among all actors' (engines call ``place``).
         self.slot_offset = 0
         self.total_slots = None
+
+    @classmethod
+    def from_agent(cls, agent):
+        """The actor of ``agent``: its executor, name and the settings of its config this actor class needs."""
+        return cls(agent.executor, agent.name, **cls.settings_of(agent))
+
+    @classmethod
+    def settings_of(cls, agent):
+        """The constructor keywords of this actor class from an agent's config (subclasses add theirs)."""
+        return {}
 
     def place(self, slot_offset, total_slots):
         """Tells the actor that its rows are environments ``slot_offset, slot_offset + 1, ...`` of
@@ -49,13 +65,24 @@ class Actor:
         total = self.total_slots if self.total_slots is not None else num_rows
         return self.slot_offset + np.arange(num_rows), max(total, self.slot_offset + num_rows)
 
-    @property
-    def time_percentage(self):
-        """How far the agent's schedules (exploration) have run, from this actor's env steps: in [0, 1]."""
-        return min(1.0, self.timesteps / self.agent.schedule_timesteps)
+    def time_percentage(self, timesteps=None):
+        """How far the exploration schedule has run at ``timesteps`` env steps (None: this actor's own): in
+        [0, 1]."""
+        if self.schedule_timesteps is None:
+            raise RLGraphError(f"{self.name}: {type(self).__name__} was built without schedule_timesteps.")
+        return min(1.0, (self.timesteps if timesteps is None else timesteps) / self.schedule_timesteps)
 
-    def get_actions(self, states, explore=True, internal_states=None):
-        """``(actions, extras)`` for a batch of states; extras hold per-row arrays incl. ``weights_version``."""
+    def get_actions(self, states, explore=True, internal_states=None, epsilons=None, timesteps=None):
+        """``(actions, extras)`` for a batch of states; extras hold per-row arrays incl. ``weights_version``.
+
+        Args:
+            states: One row per environment.
+            explore: Explore (sample, epsilon-greedy) or act greedily.
+            internal_states: The rows' recurrent state (None: new episodes).
+            epsilons: One exploration epsilon per row (epsilon-greedy actors; None: the actor's own, fixed
+                per environment slot or from its schedule).
+            timesteps: The env steps that drive the exploration schedule (None: this actor's own count).
+        """
         raise NotImplementedError
 
     def initial_internal_states(self, num_envs):
@@ -95,7 +122,7 @@ class Actor:
         """Raises a clear error if ``extras`` lacks any of ``keys`` (what ``get_actions`` returned)."""
         missing = [k for k in keys if k not in extras]
         if missing:
-            raise RLGraphError(f"{self.agent.name}: a step needs the extras {missing} that get_actions(..., "
+            raise RLGraphError(f"{self.name}: a step needs the extras {missing} that get_actions(..., "
                                f"explore=True, return_extras=True) returned; got {sorted(extras)}.")
 
     def _versions(self, states):

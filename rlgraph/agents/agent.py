@@ -6,13 +6,11 @@ import logging
 import os
 
 import numpy as np
-import optree
 
-from rlgraph.agents.plain_loop import batched_action_hint, next_step_reset_rows, refuse_vector_env_spaces
+from rlgraph.agents.plain_loop import PlainLoop, batched_action_hint, refuse_vector_env_spaces
 from rlgraph.agents.step_check import StepCheck
 from rlgraph.executors.graph_executor import GraphExecutor
 from rlgraph.spaces import BoxSpace, Space
-from rlgraph.trajectories import UnrollBuilder
 from rlgraph.utils.backend import get_default_backend, normalize_backend
 from rlgraph.utils.errors import (RLGraphCheckpointError, RLGraphDivergenceError, RLGraphError, RLGraphSpaceError,
                                   RLGraphSpecError)
@@ -105,18 +103,17 @@ class Agent(Specifiable):
             if hint is None:
                 raise
             raise RLGraphSpaceError(f"{e} ({hint})") from e
-        self.actor = self.actor_class(self) if role != "learner" else None
+        self.actor = self.actor_class.from_agent(self) if role != "learner" else None
         self.learner = self.learner_class(self) if role != "actor" else None
         self.builder = self.make_trajectory_builder() if role == "local" else None
-        self._step_check = None  # Checks observe()'s arguments (built on first use).
-        # The plain loop (role "local", see the class docstring): the extras of the last exploring get_actions
-        # until observe takes them; the recurrent state per row for the next get_actions; the last observed step
-        # (next_states as passed and checked, terminals, truncations, env_ids) to recognise next-step auto-reset
-        # steps; and unrolls held back once such steps were left out (see ``_hand_over``).
-        self._pending_extras = None
-        self._plain_states = None
-        self._last_step = None
-        self._held_items = None
+        #: Checks the arguments of a step (``observe``, a worker's ``ActorLoop``; role "local", else None).
+        self.step_check = None
+        # The plain loop (role "local", see the class docstring): the step sequence and what it keeps between
+        # get_actions and observe.
+        self._plain = None
+        if role == "local":
+            self.step_check = StepCheck(self.name, self.state_space, self.action_space, self.actor.extras_keys)
+            self._plain = PlainLoop(self.name, self.actor, self.builder, self.learner, self.step_check)
 
     # --- construction -------------------------------------------------------------------------------------
     def learner_api_methods(self):
@@ -191,11 +188,8 @@ class Agent(Specifiable):
         actor = self._role("actor", "get_actions")
         if type(states) is list:
             states = self._states_from_list(states)
-        if explore and self.builder is not None:
-            if internal_states is None and self._plain_states is not None:
-                internal_states = self._threaded_states(states)
-            actions, extras = actor.get_actions(states, explore, internal_states)
-            self._pending_extras = extras
+        if explore and self._plain is not None:
+            actions, extras = self._plain.get_actions(states, internal_states)
         else:
             actions, extras = actor.get_actions(states, explore, internal_states)
         return (actions, extras) if return_extras else actions
@@ -213,11 +207,6 @@ class Agent(Specifiable):
                                     f"of {space!r} ({e}); pass a numpy array of shape (N,) + "
                                     f"{tuple(space.shape)}.") from None
 
-    def _threaded_states(self, states):
-        """The recurrent state threaded by ``observe`` if it has the rows of ``states`` (else None: new episodes)."""
-        rows = np.shape(optree.tree_leaves(self._plain_states)[0])[0]
-        return self._plain_states if rows == batch_size_of(states) else None
-
     def next_internal_states(self, extras, rewards, dones):
         """The internal states to pass to the next ``get_actions``: the extras' next states, zeroed for
         environments whose episode ended (``dones``), and completed with this step's rewards where the
@@ -226,7 +215,8 @@ class Agent(Specifiable):
 
     # --- observing and learning ---------------------------------------------------------------------------
     def observe(self, states, actions, rewards, next_states, terminals, truncations=None, env_ids=None, **extras):
-        """Takes one step of a batch of environments (role "local"): actor row dict -> builder -> learner.
+        """Takes one step of a batch of environments (role "local"): actor row dict -> builder -> learner, through
+        the ``ActorLoop`` (``rlgraph.workers``) that the workers and engines use too.
 
         Args:
             states, actions, rewards, next_states, terminals, truncations: The step. ``next_states`` are the
@@ -241,83 +231,9 @@ class Agent(Specifiable):
             **extras: What ``get_actions(..., return_extras=True)`` returned for this step; none: the extras the
                 agent remembered from its last exploring ``get_actions``, which must have been for these rows.
         """
-        actor, learner = self._role("actor", "observe"), self._role("learner", "observe")
-        if self._step_check is None:
-            self._step_check = StepCheck(self.name, self.state_space, self.action_space, actor.extras_keys)
-        plain, raw_states, raw_next_states = not extras, states, next_states
-        # Checked first: a bad argument raises here and leaves the builder, memory and counters as they were.
-        states, actions, rewards, next_states, terminals, truncations, env_ids = self._step_check.check(
-            states, actions, rewards, next_states, terminals, truncations, env_ids, extras)
-        num_rows = len(terminals)
-        if plain:
-            extras = self._remembered_extras(num_rows)
-        ids = np.arange(num_rows) if env_ids is None else env_ids
-        last = self._last_step
-        # Next-step auto-reset steps: looked for in the plain loop, and where this step's states are the arrays
-        # observed as the last step's next_states (one identity test for rlgraph's workers, whose states are not).
-        reset_rows = None
-        if last is not None and (plain or raw_states is last[0]):
-            reset_rows = next_step_reset_rows(last, ids, env_ids, states, rewards, terminals, truncations)
-        if reset_rows is None:
-            self._add_step(actor, learner, ids, env_ids is None, num_rows, states, actions, rewards, next_states,
-                           terminals, truncations, extras)
-            restart = None
-        else:
-            keep = np.ones(num_rows, bool)
-            keep[reset_rows] = False
-            if keep.any():
-                rows = optree.tree_map(lambda x: np.asarray(x)[keep], (states, actions, rewards, next_states,
-                                                                        terminals, truncations, extras))
-                self._add_step(actor, learner, ids[keep], env_ids is None, num_rows, *rows)
-            if self._held_items is None and isinstance(self.builder, UnrollBuilder):
-                self._held_items = []
-            restart = terminals | truncations | ~keep  # A reset step's row starts its episode afresh.
-        self._last_step = (raw_next_states, next_states, terminals, truncations, env_ids)
-        if plain:
-            self._pending_extras = None
-            self._plain_states = actor.next_internal_states(
-                extras, rewards, terminals | truncations if restart is None else restart)
-        else:
-            self._plain_states = None
-
-    def _add_step(self, actor, learner, ids, all_rows, num_rows, states, actions, rewards, next_states, terminals,
-                  truncations, extras):
-        """Rows of one step -> actor's step dict -> builder -> items to the learner."""
-        step = actor.make_step(states, actions, rewards, next_states, terminals, truncations, extras)
-        items = self.builder.add(ids, step)
-        learner.observe_env_steps(len(terminals))
-        if items is not None:
-            items = actor.process_items(items)
-            if self._held_items is None or not all_rows:
-                learner.add_items(items)
-            else:
-                self._hand_over(learner, items, num_rows)
-
-    def _hand_over(self, learner, items, num_rows):
-        """Unrolls once reset steps were left out: environments then complete their unrolls at different steps;
-        held back until they hold a column per environment (``num_rows``), so that each update learns from as
-        many columns as without the reset steps (the weights do not change while they wait)."""
-        self._held_items.append(items)
-        if sum(len(held["env_ids"]) for held in self._held_items) >= num_rows:
-            for held in self._held_items:
-                learner.add_items(held)
-            self._held_items = []
-
-    def _remembered_extras(self, num_rows):
-        """The extras of the last exploring ``get_actions``, for an ``observe`` of ``num_rows`` rows without extras."""
-        extras = self._pending_extras
-        if extras is None:
-            raise RLGraphError(f"{self.name}.observe(): no extras (a step needs {list(self.actor.extras_keys)}): "
-                               f"call agent.get_actions(states) (exploring) for this step's states before observe, "
-                               f"or pass the extras of get_actions(states, return_extras=True) as observe(..., "
-                               f"**extras).")
-        acted = len(extras["weights_version"])
-        if acted != num_rows:
-            raise RLGraphError(f"{self.name}.observe(): {num_rows} rows, but the last get_actions(explore=True) acted "
-                               f"for {acted}; observe each step's rows right after get_actions on their states, or "
-                               f"pass that call's extras: get_actions(..., return_extras=True), then observe(..., "
-                               f"**extras).")
-        return extras
+        for role in ("actor", "learner"):
+            self._role(role, "observe")
+        self._plain.observe(states, actions, rewards, next_states, terminals, truncations, env_ids, extras)
 
     def ready_to_update(self):
         """Whether ``update()`` should be called now (enough new data per the update schedule)."""
@@ -333,9 +249,8 @@ class Agent(Specifiable):
     def reset(self):
         """Drops partial trajectories, unrolls held back and what the plain loop remembered (see ``observe``), e.g.
         after the environments were reset."""
-        if self.builder is not None:
-            self.builder.reset()
-            self._pending_extras = self._plain_states = self._last_step = self._held_items = None
+        if self._plain is not None:
+            self._plain.reset()
 
     # --- counters ----------------------------------------------------------------------------------------
     @property

@@ -16,22 +16,34 @@ class ApexActor(DQNActor):
     actor holds no target network; its online network bootstraps, as in the paper's actors that compute
     priorities with their local copy of the network).
 
-    An actor that shares its graph with the learner (``role="local"``) leaves "priorities" out: the learner
-    computes the same priorities in the same executor call as its insert (``ApexLearner.insert``), so a
-    vector step costs one call, not two.
+    An actor that shares its graph with the learner (``priorities_in_learner``, role "local") leaves
+    "priorities" out: the learner computes the same priorities in the same executor call as its insert
+    (``ApexLearner.insert``), so a vector step costs one call, not two.
+
+    Args:
+        executor, name, schedule_timesteps: See ``DQNActor``.
+        epsilon_base: The base of the per-environment epsilons.
+        epsilon_alpha: The exponent's scale.
+        priorities_in_learner: Whether the learner computes this actor's priorities in its insert (actor and
+            learner in one graph).
     """
 
-    def __init__(self, agent):
-        super().__init__(agent)
-        #: Whether the learner computes this actor's priorities in its insert (actor and learner in one graph).
-        self.priorities_in_learner = agent.role == "local"
+    def __init__(self, executor, name="ApexActor", schedule_timesteps=None, epsilon_base=0.4, epsilon_alpha=7.0,
+                 priorities_in_learner=False):
+        super().__init__(executor, name, schedule_timesteps=schedule_timesteps)
+        self.epsilon_base, self.epsilon_alpha = epsilon_base, epsilon_alpha
+        self.priorities_in_learner = bool(priorities_in_learner)
+
+    @classmethod
+    def settings_of(cls, agent):
+        return dict(super().settings_of(agent), epsilon_base=agent.epsilon_base, epsilon_alpha=agent.epsilon_alpha,
+                    priorities_in_learner=agent.role == "local")
 
     def row_epsilons(self, num_rows):
         if self.epsilons is None or len(self.epsilons) != num_rows:
-            agent = self.agent
             slots, total = self.slot_ids(num_rows)
             self.epsilons = np.atleast_1d(np.asarray(
-                apex_epsilon(slots, total, base=agent.epsilon_base, alpha=agent.epsilon_alpha), np.float32))
+                apex_epsilon(slots, total, base=self.epsilon_base, alpha=self.epsilon_alpha), np.float32))
         return self.epsilons
 
     def process_items(self, items):

@@ -7,37 +7,53 @@ from rlgraph.utils.errors import RLGraphSpecError
 
 
 class DQNActor(Actor):
-    """Epsilon-greedy acting of DQN: the configured epsilon schedule, or fixed epsilons per row.
+    """Epsilon-greedy acting of DQN: the configured epsilon schedule, fixed epsilons per row, or the epsilons a
+    call passes.
 
     Rows for ``NStepBuilder``: states, actions, rewards, next states, terminals, truncations and the weights
     version that acted.
+
+    Args:
+        executor, name: See ``Actor``.
+        schedule_timesteps: Env steps over which the epsilon schedule runs.
     """
 
-    def __init__(self, agent):
-        super().__init__(agent)
+    def __init__(self, executor, name="DQNActor", schedule_timesteps=None):
+        super().__init__(executor, name, schedule_timesteps=schedule_timesteps)
         self.epsilons = None
 
+    @classmethod
+    def settings_of(cls, agent):
+        return dict(super().settings_of(agent), schedule_timesteps=agent.schedule_timesteps)
+
     def set_epsilons(self, epsilons):
-        """Fixes one exploration epsilon per environment row (Ape-X actors); None returns to the schedule."""
+        """Fixes one exploration epsilon per environment row (a setting; None returns to the schedule)."""
         self.epsilons = None if epsilons is None else np.asarray(epsilons, np.float32)
 
-    def get_actions(self, states, explore=True, internal_states=None):
+    def get_actions(self, states, explore=True, internal_states=None, epsilons=None, timesteps=None):
         if not explore:
             actions = self.executor.execute("get_greedy_actions", states)
         else:
-            epsilons = self.row_epsilons(batch_size_of(states))
+            if epsilons is None:
+                epsilons = self.row_epsilons(batch_size_of(states))
+            else:
+                epsilons = self._checked_epsilons(epsilons, batch_size_of(states))
             if epsilons is not None:
                 actions = self.executor.execute("get_actions_with_epsilon", states, epsilons)
             else:
-                actions = self.executor.execute("get_actions", states, self.time_percentage)
+                actions = self.executor.execute("get_actions", states, self.time_percentage(timesteps))
         return actions, dict(weights_version=self._versions(states))
 
     def row_epsilons(self, num_rows):
         """The epsilons per row (None: the schedule)."""
-        if self.epsilons is not None and len(self.epsilons) != num_rows:
-            raise RLGraphSpecError(f"{self.agent.name}: {len(self.epsilons)} actor epsilons for a batch of "
-                                   f"{num_rows} states.")
-        return self.epsilons
+        return None if self.epsilons is None else self._checked_epsilons(self.epsilons, num_rows)
+
+    def _checked_epsilons(self, epsilons, num_rows):
+        """``epsilons`` as float32, one per row (an ``RLGraphSpecError`` if their number differs)."""
+        epsilons = np.asarray(epsilons, np.float32)
+        if len(epsilons) != num_rows:
+            raise RLGraphSpecError(f"{self.name}: {len(epsilons)} actor epsilons for a batch of {num_rows} states.")
+        return epsilons
 
     def make_step(self, states, actions, rewards, next_states, terminals, truncations, extras):
         if "weights_version" not in extras:

@@ -1,10 +1,127 @@
-"""What the plain loop (``get_actions``, ``env.step``, ``observe``, ``update``) needs besides the agent's roles:
-recognising gymnasium's next-step auto-reset steps, and refusing a vector environment's batched spaces."""
+"""The plain loop of a local agent (``get_actions``, ``env.step``, ``observe``, ``update``): what it keeps between
+the calls, recognising gymnasium's next-step auto-reset steps, and refusing a vector environment's batched
+spaces. The step itself runs through the ``ActorLoop`` that rlgraph's workers and engines use too."""
 import numpy as np
 import optree
 
 from rlgraph.spaces.space_utils import vector_env_batch_size
-from rlgraph.utils.errors import RLGraphSpaceError
+from rlgraph.trajectories import UnrollBuilder
+from rlgraph.utils.errors import RLGraphError, RLGraphSpaceError
+from rlgraph.workers.actor_loop import ActorLoop
+
+
+class PlainLoop:
+    """What a local agent keeps between ``get_actions`` and ``observe``, around its ``ActorLoop``.
+
+    - The extras of the last exploring ``get_actions`` until ``observe`` takes them (so ``observe`` needs no
+      extras).
+    - The recurrent state per row for the next exploring ``get_actions`` (the loop's ``internal_states``,
+      carried on by a plain ``observe``; zero at the start and after an episode's end).
+    - The last observed step (next_states as passed and checked, terminals, truncations, env_ids), to
+      recognise gymnasium's next-step auto-reset steps and leave them out of the trajectories.
+    - Unrolls held back once such steps were left out: environments then complete their unrolls at different
+      steps; they wait until they hold a column per environment, so that each update learns from as many
+      columns as without the reset steps (the weights do not change while they wait).
+
+    It is the loop's sink: the loop hands it the env steps and items, and it hands them to the learner.
+
+    Args:
+        owner: The agent's name (in error messages).
+        actor, builder, learner: The local agent's roles and trajectory builder.
+        check: The ``StepCheck`` of ``observe``'s arguments.
+    """
+
+    def __init__(self, owner, actor, builder, learner, check):
+        self.owner = owner
+        self.learner = learner
+        self.loop = ActorLoop(actor, builder, sink=self, check=check)
+        self._pending_extras = None
+        self._last_step = None
+        self._held_items = None
+        # The observed step's number of rows and whether they are all environments (env_ids not given).
+        self._num_rows, self._all_rows = 0, True
+
+    def get_actions(self, states, internal_states):
+        """``(actions, extras)`` of an exploring call; remembers the extras for ``observe``."""
+        actions, extras = self.loop.act(states, internal_states=internal_states)
+        self._pending_extras = extras
+        return actions, extras
+
+    def observe(self, states, actions, rewards, next_states, terminals, truncations, env_ids, extras):
+        """One step (see ``Agent.observe``): checked, reset steps left out, into the loop."""
+        loop = self.loop
+        plain, raw_states, raw_next_states = not extras, states, next_states
+        # Checked first: a bad argument raises here and leaves the builder, memory and counters as they were.
+        states, actions, rewards, next_states, terminals, truncations, env_ids = loop.check_step(
+            states, actions, rewards, next_states, terminals, truncations, env_ids, extras)
+        num_rows = len(terminals)
+        if plain:
+            extras = self._remembered_extras(num_rows)
+        ids = loop.env_ids(num_rows) if env_ids is None else env_ids
+        self._num_rows, self._all_rows = num_rows, env_ids is None
+        last = self._last_step
+        # Next-step auto-reset steps: looked for in the plain loop, and where this step's states are the arrays
+        # observed as the last step's next_states.
+        reset_rows = None
+        if last is not None and (plain or raw_states is last[0]):
+            reset_rows = next_step_reset_rows(last, ids, env_ids, states, rewards, terminals, truncations)
+        restart = terminals | truncations
+        if reset_rows is None:
+            loop.add_step(states, actions, rewards, next_states, terminals, truncations, extras, ids)
+        else:
+            keep = np.ones(num_rows, bool)
+            keep[reset_rows] = False
+            if keep.any():
+                rows = optree.tree_map(lambda x: np.asarray(x)[keep], (states, actions, rewards, next_states,
+                                                                        terminals, truncations, extras))
+                loop.add_step(*rows, ids[keep])
+            if self._held_items is None and isinstance(loop.builder, UnrollBuilder):
+                self._held_items = []
+            restart = restart | ~keep  # A reset step's row starts its episode afresh.
+        self._last_step = (raw_next_states, next_states, terminals, truncations, env_ids)
+        if plain:
+            self._pending_extras = None
+            loop.carry_states(extras, rewards, restart)
+        else:
+            loop.internal_states = None
+
+    def _remembered_extras(self, num_rows):
+        """The extras of the last exploring ``get_actions``, for an ``observe`` of ``num_rows`` rows without extras."""
+        extras = self._pending_extras
+        if extras is None:
+            raise RLGraphError(f"{self.owner}.observe(): no extras (a step needs {list(self.loop.actor.extras_keys)}): "
+                               f"call agent.get_actions(states) (exploring) for this step's states before observe, "
+                               f"or pass the extras of get_actions(states, return_extras=True) as observe(..., "
+                               f"**extras).")
+        acted = len(extras["weights_version"])
+        if acted != num_rows:
+            raise RLGraphError(f"{self.owner}.observe(): {num_rows} rows, but the last get_actions(explore=True) "
+                               f"acted for {acted}; observe each step's rows right after get_actions on their "
+                               f"states, or pass that call's extras: get_actions(..., return_extras=True), then "
+                               f"observe(..., **extras).")
+        return extras
+
+    # --- the loop's sink ---------------------------------------------------------------------------------------
+    def observe_env_steps(self, num_steps):
+        """Counts the loop's env steps for the learner."""
+        self.learner.observe_env_steps(num_steps)
+
+    def add_items(self, items):
+        """Hands the loop's items to the learner, or, once reset steps were left out of unrolls of all
+        environments, holds them back until they hold a column per environment."""
+        if self._held_items is None or not self._all_rows:
+            self.learner.add_items(items)
+            return
+        self._held_items.append(items)
+        if sum(len(held["env_ids"]) for held in self._held_items) >= self._num_rows:
+            for held in self._held_items:
+                self.learner.add_items(held)
+            self._held_items = []
+
+    def reset(self):
+        """Drops partial trajectories, unrolls held back and what the plain loop remembered."""
+        self.loop.reset()
+        self._pending_extras = self._last_step = self._held_items = None
 
 
 def next_step_reset_rows(last, ids, env_ids, states, rewards, terminals, truncations):

@@ -14,35 +14,50 @@ class R2D2Actor(Actor):
 
     Extras of ``get_actions``: "internal_states" (the LSTM state after the step), "step_internal_states" (the
     state acted from, stored with each step so that a sequence carries its initial state) and
-    "weights_version". ``make_step`` returns ``{"rows", "dones", "bootstrap_rows", "bootstrap_step"}`` for
-    ``R2D2SequenceBuilder``: the step rows, the episode ends, and for time-limit truncations the final
-    observation as an extra bootstrap row (with the LSTM state after the step).
+    "weights_version". ``make_step`` returns the step for ``SequenceBuilder``: the step rows, "dones" (the
+    episode ends) and, for time-limit truncations, "bootstrap_rows" and "bootstrap_step": the final observation
+    as an extra step to bootstrap from (with the LSTM state after the step).
 
     Epsilons: fixed per environment row (Ape-X's ``0.4 ** (1 + 7 i / (N - 1))`` with ``actor_epsilons="apex"``,
-    or a list), set by engines with ``set_epsilons``, or the agent's schedule when ``actor_epsilons`` is None.
+    or a list), fixed by ``set_epsilons``, passed per call (``get_actions(..., epsilons=...)``), or the
+    schedule when ``actor_epsilons`` is None.
+
+    Args:
+        executor, name: See ``Actor``.
+        schedule_timesteps: Env steps over which the epsilon schedule runs.
+        lstm_units: The LSTM's units.
+        actor_epsilons: The checked ``R2D2Agent`` setting: None (the schedule), ``{"base", "alpha"}`` (Ape-X
+            epsilons over the environment slots) or one epsilon per row.
     """
 
     extras_keys = ("internal_states", "step_internal_states", "weights_version")
 
-    def __init__(self, agent):
-        super().__init__(agent)
+    def __init__(self, executor, name="R2D2Actor", schedule_timesteps=None, lstm_units=None, actor_epsilons=None):
+        super().__init__(executor, name, schedule_timesteps=schedule_timesteps)
+        self.lstm_units = lstm_units
+        self.actor_epsilons = actor_epsilons
         self.epsilons = None
         self._apex_epsilons = None
 
+    @classmethod
+    def settings_of(cls, agent):
+        return dict(super().settings_of(agent), schedule_timesteps=agent.schedule_timesteps,
+                    lstm_units=agent.lstm_units, actor_epsilons=agent.actor_epsilons_spec)
+
     def set_epsilons(self, epsilons):
-        """Fixes one exploration epsilon per environment row; None returns to the configured behaviour."""
+        """Fixes one exploration epsilon per environment row (a setting; None returns to ``actor_epsilons``)."""
         self.epsilons = None if epsilons is None else np.asarray(epsilons, np.float32)
 
     def initial_internal_states(self, num_envs):
         """Zero LSTM states ``(h, c)`` for ``num_envs`` environments."""
-        zeros = np.zeros((num_envs, self.agent.lstm_units), np.float32)
+        zeros = np.zeros((num_envs, self.lstm_units), np.float32)
         return zeros, zeros.copy()
 
     def row_epsilons(self, num_envs):
         """One epsilon per env row: ``set_epsilons``' values, else the configured ones (None: the schedule)."""
         epsilons = self.epsilons
         if epsilons is None:
-            spec = self.agent.actor_epsilons_spec
+            spec = self.actor_epsilons
             if spec is None:
                 return None
             if isinstance(spec, dict):
@@ -52,12 +67,14 @@ class R2D2Actor(Actor):
                         apex_epsilon(slots, total, base=spec["base"], alpha=spec["alpha"]), np.float32))
                 return self._apex_epsilons
             epsilons = spec
+        return self._checked_epsilons(epsilons, num_envs)
+
+    def _checked_epsilons(self, epsilons, num_envs):
         if len(epsilons) != num_envs:
-            raise RLGraphSpecError(f"{self.agent.name}: {len(epsilons)} actor epsilons for a batch of {num_envs} "
-                                   f"states.")
+            raise RLGraphSpecError(f"{self.name}: {len(epsilons)} actor epsilons for a batch of {num_envs} states.")
         return epsilons
 
-    def get_actions(self, states, explore=True, internal_states=None):
+    def get_actions(self, states, explore=True, internal_states=None, epsilons=None, timesteps=None):
         num_envs = batch_size_of(states)
         if internal_states is None:
             internal_states = self.initial_internal_states(num_envs)
@@ -66,13 +83,16 @@ class R2D2Actor(Actor):
         if not explore:
             actions, next_states = self.executor.execute("get_greedy_actions", sequences, internal_states)
         else:
-            epsilons = self.row_epsilons(num_envs)
+            if epsilons is None:
+                epsilons = self.row_epsilons(num_envs)
+            else:
+                epsilons = self._checked_epsilons(np.asarray(epsilons, np.float32), num_envs)
             if epsilons is not None:
                 actions, next_states = self.executor.execute("get_actions_with_epsilon", sequences, internal_states,
                                                              epsilons)
             else:
                 actions, next_states = self.executor.execute("get_actions", sequences, internal_states,
-                                                             self.time_percentage)
+                                                             self.time_percentage(timesteps))
         actions = actions[:, 0]
         return actions, dict(internal_states=tuple(next_states), step_internal_states=internal_states,
                              weights_version=self._versions(actions))
@@ -82,11 +102,11 @@ class R2D2Actor(Actor):
         num_envs = len(terminals)
         self.timesteps += num_envs
         actions = np.asarray(actions)
-        rows = dict(states=states, actions=actions, rewards=np.asarray(rewards, np.float32), terminals=terminals,
+        step = dict(states=states, actions=actions, rewards=np.asarray(rewards, np.float32), terminals=terminals,
                     bootstrap=np.zeros(num_envs, bool), weights_version=extras["weights_version"])
-        rows[STATE_KEY] = tuple(extras["step_internal_states"])
+        step[STATE_KEY] = tuple(extras["step_internal_states"])
+        step["dones"] = terminals | truncations
         truncated = np.flatnonzero(truncations & ~terminals)
-        bootstrap = None
         if truncated.size:
             # The final observation of a time-limit truncation, as an extra step to bootstrap from.
             k = truncated.size
@@ -95,4 +115,5 @@ class R2D2Actor(Actor):
                              terminals=np.zeros(k, bool), bootstrap=np.ones(k, bool),
                              weights_version=np.asarray(extras["weights_version"])[truncated])
             bootstrap[STATE_KEY] = tuple(np.asarray(s)[truncated] for s in extras["internal_states"])
-        return dict(rows=rows, dones=terminals | truncations, bootstrap_rows=truncated, bootstrap_step=bootstrap)
+            step.update(bootstrap_rows=truncated, bootstrap_step=bootstrap)
+        return step

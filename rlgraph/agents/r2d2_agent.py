@@ -24,11 +24,12 @@ class R2D2Agent(Agent):
     """Recurrent Replay Distributed DQN (Kapturowski et al. 2019).
 
     Roles: ``R2D2Actor`` (epsilon-greedy with one LSTM state per environment, which the worker passes back
-    through ``internal_states``), ``R2D2SequenceBuilder`` (fixed-length, overlapping sequences per environment
-    id, each with the recurrent state the actor had at its first step) and ``R2D2Learner`` (``SequenceReplay``
-    by priority; burn-in of the LSTM over the first ``burn_in_length`` steps from the stored state without
-    gradient; n-step double-Q targets under the value rescaling h; priorities
-    ``eta max|delta| + (1 - eta) mean|delta|`` written back; ``R2D2AlgorithmComponent``).
+    through ``internal_states``), ``SequenceBuilder`` (fixed-length, overlapping sequences per environment
+    id, each with the recurrent state the actor had at its first step and the "resets" flag where an episode
+    starts after its zero padding) and ``R2D2Learner`` (``SequenceReplay`` by priority; burn-in of the LSTM over
+    the first ``burn_in_length`` steps from the stored state without gradient; n-step double-Q targets under
+    the value rescaling h; priorities ``eta max|delta| + (1 - eta) mean|delta|`` written back;
+    ``R2D2AlgorithmComponent``).
 
     Args:
         memory_spec: The ``SequenceReplay``: ``capacity`` (sequences), ``burn_in_length``, ``train_length``,
@@ -116,8 +117,9 @@ class R2D2Agent(Agent):
 
     def make_trajectory_builder(self):
         memory = self.root.memory
-        return R2D2SequenceBuilder(memory.sequence_length, memory.stride,
-                                   memory.burn_in_length if self.pad_episode_starts else 0)
+        return SequenceBuilder(memory.sequence_length, memory.stride,
+                               start_padding=memory.burn_in_length if self.pad_episode_starts else 0,
+                               state_key=STATE_KEY, reset_key="resets")
 
     # --- conveniences of the roles ------------------------------------------------------------------------
     def set_actor_epsilons(self, epsilons):
@@ -142,50 +144,6 @@ class R2D2Agent(Agent):
 
     def sync_target(self):
         self._role("learner", "sync_target").sync_target()
-
-
-class R2D2SequenceBuilder:
-    """R2D2's trajectory builder: ``SequenceBuilder`` (the one sequence-cutting rule) fed ``R2D2Actor`` steps.
-
-    Adds the ``resets`` flag (True on an episode's first step when episodes are preceded by zero padding: the
-    learner zeroes the LSTM state there) and the bootstrap rows of truncated episodes.
-
-    Args:
-        sequence_length: L = burn-in + training steps.
-        stride: L minus the overlap.
-        start_padding: Zero steps before each episode (the burn-in length, or 0).
-    """
-
-    def __init__(self, sequence_length, stride, start_padding=0):
-        self.builder = SequenceBuilder(sequence_length, stride, start_padding=start_padding, state_key=STATE_KEY)
-        self.pad = start_padding > 0
-
-    def add(self, env_ids, step):
-        """Adds ``R2D2Actor.make_step``'s output for envs ``env_ids``; returns completed sequences or None."""
-        env_ids = np.asarray(env_ids)
-        rows = dict(step["rows"], resets=self.builder.episode_starts(env_ids) & self.pad)
-        boot_ids, boot = None, step["bootstrap_step"]
-        if boot is not None:
-            boot_ids = env_ids[step["bootstrap_rows"]]
-            boot = dict(boot, resets=np.zeros(len(boot_ids), bool))
-        return self.builder.add(env_ids, rows, step["dones"], boot_ids, boot)
-
-    def drop(self, env_ids):
-        return self.builder.drop(env_ids)
-
-    def reset(self):
-        self.builder.reset()
-
-    def get_state(self):
-        """The sequence builder's pending steps (see ``SequenceBuilder.get_state``)."""
-        return self.builder.get_state()
-
-    def set_state(self, state):
-        self.builder.set_state(state)
-
-    @property
-    def num_pending_steps(self):
-        return self.builder.num_pending_steps
 
 
 def _sequence_space(space, length, key):

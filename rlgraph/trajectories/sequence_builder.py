@@ -7,6 +7,10 @@ from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
 from rlgraph.utils.validation import Int, check_args
 
 
+#: The keys of a step that steer ``SequenceBuilder.add`` and are not stored.
+CONTROL_KEYS = ("dones", "bootstrap_rows", "bootstrap_step")
+
+
 class SequenceBuilder(CountedSlotsBuilder):
     """Cuts the steps of each environment id into fixed-length, overlapping sequences (Kapturowski et al. 2019).
 
@@ -30,12 +34,16 @@ class SequenceBuilder(CountedSlotsBuilder):
         start_padding: P, zero rows before each episode, in [0, L).
         state_key: The step key of the recurrent state.
         mask_key: The output key of the validity mask.
+        reset_key: None, or the key of a bool flag the builder adds to every step: True on an episode's first
+            step when episodes are preceded by start padding (a recurrent learner restarts its state there),
+            else False (R2D2's "resets").
     """
 
     #: What the constructor's arguments must be (``rlgraph.utils.validation``).
     ARG_RULES = dict(sequence_length=Int(min=1), stride=Int(min=1), start_padding=Int(min=0))
 
-    def __init__(self, sequence_length, stride, start_padding=0, state_key="internal_states", mask_key="mask"):
+    def __init__(self, sequence_length, stride, start_padding=0, state_key="internal_states", mask_key="mask",
+                 reset_key=None):
         owner = type(self).__name__
         args = check_args(owner, self.ARG_RULES, dict(sequence_length=sequence_length, stride=stride,
                                                       start_padding=start_padding))
@@ -44,13 +52,17 @@ class SequenceBuilder(CountedSlotsBuilder):
             raise RLGraphSpecError(f"{owner}: stride must be <= sequence_length ({self.length}), got {stride!r}.")
         if self.padding >= self.length:
             raise RLGraphSpecError(f"{owner}: start_padding must lie in [0, {self.length}), got {start_padding!r}.")
-        for name, key in (("state_key", state_key), ("mask_key", mask_key)):
+        keys = (("state_key", state_key), ("mask_key", mask_key)) + ((("reset_key", reset_key),) if reset_key
+                                                                     is not None else ())
+        for name, key in keys:
             if not isinstance(key, str) or not key:
                 raise RLGraphSpecError(f"{owner}: {name} must be a non-empty str, got {key!r}.")
-        if state_key == mask_key or "env_ids" in (state_key, mask_key):
-            raise RLGraphSpecError(f"{owner}: state_key and mask_key must differ from each other and from "
-                                   f"'env_ids', got {state_key!r} and {mask_key!r}.")
-        self.state_key, self.mask_key = state_key, mask_key
+        names = [key for _, key in keys]
+        if len(set(names)) != len(names) or any(key in names for key in ("env_ids",) + CONTROL_KEYS):
+            raise RLGraphSpecError(f"{owner}: state_key, mask_key and reset_key must differ from each other and "
+                                   f"from {['env_ids', *CONTROL_KEYS]}, got {names}.")
+        self.state_key, self.mask_key, self.reset_key = state_key, mask_key, reset_key
+        self._reserved = (mask_key, "env_ids") + ((reset_key,) if reset_key is not None else ())
         # head: ring position of row 0; count: rows held; covered: leading rows held that need no new sequence
         # (start padding, rows an emitted sequence covers); starting: the next step is the first of an episode.
         self._slots = EnvSlots(owner, fields=dict(head=(np.int64, 0), count=(np.int64, 0), covered=(np.int64, 0),
@@ -71,21 +83,20 @@ class SequenceBuilder(CountedSlotsBuilder):
         starts[known] = self._slots.fields["starting"][slots[known]]
         return starts
 
-    def add(self, env_ids, step, dones, bootstrap_ids=None, bootstrap_step=None):
+    def add(self, env_ids, step):
         """Adds one step for each of ``env_ids``; returns the sequences this completes.
 
         Args:
             env_ids: Int array-like [K] of unique, non-negative env ids.
             step: Dict of per-row values (nested dicts/tuples allowed) with leading dimension K, including
-                ``state_key`` (the recurrent state before the step).
-            dones: Bool [K]: the episode ended with this step.
-            bootstrap_ids: A subset of ``env_ids`` that get one extra step right after this one, before the
-                episode end is handled (e.g. the final observation of a truncated episode).
-            bootstrap_step: That extra step, with the structure of ``step`` and leading dim
-                ``len(bootstrap_ids)``.
+                ``state_key`` (the recurrent state before the step), and the keys that steer the builder (not
+                stored): "dones", bool [K]: the episode ended with this step; optionally "bootstrap_rows", rows
+                of this step (ints in [0, K)) that get one extra step right after this one, before the episode
+                end is handled (e.g. the final observation of a truncated episode), and "bootstrap_step", those
+                extra steps: the structure of the stored step, leading dimension ``len(bootstrap_rows)``.
 
         Returns:
-            None if no sequence was completed, else a dict of B sequences: every step key except
+            None if no sequence was completed, else a dict of B sequences: every stored step key except
             ``state_key`` as ``[B, L, ...]`` (zero-padded), ``mask_key`` bool ``[B, L]`` (False on padding
             after an episode end), ``state_key`` the state at each sequence's first row (structure of
             ``step[state_key]``, leading dim B) and "env_ids" int64 [B]. Order: sequences filled by the step,
@@ -93,39 +104,35 @@ class SequenceBuilder(CountedSlotsBuilder):
         """
         owner = type(self).__name__
         ids = as_env_ids(owner, env_ids)
-        reserved = (self.mask_key, "env_ids")
-        step = check_step(owner, step, ids.size, required=(self.state_key,), reserved=reserved)
+        if not isinstance(step, dict):
+            raise RLGraphError(f"{owner}: step must be a dict of per-row values, got {type(step).__name__}.")
+        if "dones" not in step:
+            raise RLGraphError(f"{owner}: step lacks the required key 'dones' (bool, one per env id: the episode "
+                               f"ended with this step); it has {sorted(map(str, step))}.")
+        step = dict(step)
+        dones, boot_rows, boot = (step.pop(key, None) for key in CONTROL_KEYS)
+        step = check_step(owner, step, ids.size, required=(self.state_key,), reserved=self._reserved)
         dones = np.asarray(dones)
         if dones.shape != ids.shape:
-            raise RLGraphError(f"{owner}: dones must have shape {ids.shape} (one flag per env id), got {dones.shape}.")
+            raise RLGraphError(f"{owner}: step['dones'] must have shape {ids.shape} (one flag per env id), got "
+                               f"{dones.shape}.")
         dones = dones.astype(bool, copy=False)
-        boot_ids = None
-        if bootstrap_ids is not None and len(bootstrap_ids):
-            boot_ids = as_env_ids(owner, bootstrap_ids, "bootstrap_ids")
-            if bootstrap_step is None:
-                raise RLGraphError(f"{owner}: bootstrap_ids given without a bootstrap_step.")
-            bootstrap_step = check_step(owner, bootstrap_step, boot_ids.size, "bootstrap_step",
-                                        required=(self.state_key,), reserved=reserved)
-            if optree.tree_structure(bootstrap_step) != optree.tree_structure(step) or any(
-                    b.shape[1:] != s.shape[1:] for b, s in zip(optree.tree_leaves(bootstrap_step),
-                                                               optree.tree_leaves(step))):
-                raise RLGraphError(f"{owner}: bootstrap_step must have the structure and row shapes of step.")
-            found = np.isin(boot_ids, ids)
-            if not found.all():
-                raise RLGraphError(f"{owner}: bootstrap_ids must be a subset of this call's env_ids; "
-                                   f"{boot_ids[~found][:10].tolist()} are not.")
-            if np.unique(boot_ids).size != boot_ids.size:
-                raise RLGraphError(f"{owner}: bootstrap_ids must be unique.")
-            order = np.argsort(ids)
-            boot_rows = order[np.searchsorted(ids, boot_ids, sorter=order)]  # Their rows in this call.
+        if boot_rows is not None and len(boot_rows):
+            boot_rows, boot = self._checked_bootstrap(owner, ids.size, step, boot_rows, boot)
+        else:
+            boot_rows = None
         slots = self._slots.lookup(ids)
         if ids.size == 0:
             return None
+        f = self._slots.fields
+        if self.reset_key is not None:
+            step[self.reset_key] = f["starting"][slots] if self.padding else np.zeros(ids.size, bool)
+            if boot_rows is not None:
+                boot[self.reset_key] = np.zeros(boot_rows.size, bool)
         # Check the structures before anything changes, so that a bad call leaves the builder as it was.
         self._slots.check("steps", step)
-        if boot_ids is not None:
-            self._slots.check("steps", bootstrap_step, "bootstrap_step")
-        f = self._slots.fields
+        if boot_rows is not None:
+            self._slots.check("steps", boot, "bootstrap_step")
         if self.padding:
             starting = slots[f["starting"][slots]]
             if starting.size:
@@ -135,9 +142,9 @@ class SequenceBuilder(CountedSlotsBuilder):
         out = []
         self._write(slots, step)
         self._emit_full(slots, ids, out)
-        if boot_ids is not None:
-            self._write(slots[boot_rows], bootstrap_step)
-            self._emit_full(slots[boot_rows], boot_ids, out)
+        if boot_rows is not None:
+            self._write(slots[boot_rows], boot)
+            self._emit_full(slots[boot_rows], ids[boot_rows], out)
         if dones.any():
             ended = slots[dones]
             emit = f["count"][ended] > f["covered"][ended]
@@ -149,6 +156,28 @@ class SequenceBuilder(CountedSlotsBuilder):
         if not out:
             return None
         return optree.tree_map(lambda *xs: np.concatenate(xs), *out) if len(out) > 1 else out[0]
+
+    def _checked_bootstrap(self, owner, num_rows, step, rows, boot):
+        """``(rows, bootstrap step)`` checked: unique rows of this step and an extra step of the step's structure."""
+        rows = np.asarray(rows)
+        if rows.ndim != 1 or rows.dtype.kind not in "iu":
+            raise RLGraphError(f"{owner}: step['bootstrap_rows'] must be a 1-D array of row indices, got "
+                               f"{rows!r}.")
+        rows = rows.astype(np.int64, copy=False)
+        if rows.min() < 0 or rows.max() >= num_rows:
+            raise RLGraphError(f"{owner}: step['bootstrap_rows'] must be rows of this step (in [0, {num_rows})), "
+                               f"got {rows[(rows < 0) | (rows >= num_rows)][:10].tolist()}.")
+        if np.unique(rows).size != rows.size:
+            raise RLGraphError(f"{owner}: step['bootstrap_rows'] must be unique.")
+        if boot is None:
+            raise RLGraphError(f"{owner}: step['bootstrap_rows'] given without a step['bootstrap_step'].")
+        boot = check_step(owner, boot, rows.size, "step['bootstrap_step']", required=(self.state_key,),
+                          reserved=self._reserved)
+        if optree.tree_structure(boot) != optree.tree_structure(step) or any(
+                b.shape[1:] != s.shape[1:] for b, s in zip(optree.tree_leaves(boot), optree.tree_leaves(step))):
+            raise RLGraphError(f"{owner}: step['bootstrap_step'] must have the structure and row shapes of the "
+                               f"step.")
+        return rows, boot
 
     def _write(self, slots, values):
         f = self._slots.fields

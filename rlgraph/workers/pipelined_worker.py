@@ -5,6 +5,7 @@ import logging
 import numpy as np
 
 from rlgraph.utils.errors import RLGraphCheckpointError, RLGraphSpecError
+from rlgraph.workers.actor_loop import ActorLoop
 from rlgraph.workers.vector_worker import VectorWorker, _write_startup_probe
 
 logger = logging.getLogger(__name__)
@@ -44,10 +45,10 @@ class PipelinedWorker(VectorWorker):
         if actor_agent.role != "actor":
             raise RLGraphSpecError(f"PipelinedWorker: actor_agent must be built with role='actor', got "
                                    f"role='{actor_agent.role}'.")
-        super().__init__(agent, env, learn=True, checkpoint_replay=checkpoint_replay)
         self.actor_agent = actor_agent
         self.actor = actor_agent.actor
         self.builder = agent.make_trajectory_builder()
+        super().__init__(agent, env, learn=True, checkpoint_replay=checkpoint_replay)
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rlgraph-learner")
         self._pending = None  # The updates in flight (a future of their result list).
         self._in_flight = False  # Updates were started at the last hand-over (a fixed point, not a thread state).
@@ -60,26 +61,27 @@ class PipelinedWorker(VectorWorker):
         self._restored = False
         self._sync_actor()
 
+    def _make_loop(self):
+        """The actor role's step sequence: its items wait in the worker for the next hand-over."""
+        return ActorLoop(self.actor, self.builder)
+
     def run(self, num_env_steps):
         """Runs at least ``num_env_steps`` environment steps (whole vector steps); see ``VectorWorker.run``.
         Updates still in flight at the end are returned by a later call."""
-        actor, env = self.actor, self.env
-        ids = np.arange(env.num_envs)
+        loop, env = self.loop, self.env
         steps = 0
         while steps < num_env_steps:
-            actions, extras = actor.get_actions(self.obs, True, self.internal_states)
+            actions, extras = loop.act(self.obs)
             next_obs, rewards, terminals, truncations = env.step(actions)
             if self._startup_probe is not None:
                 _write_startup_probe(self._startup_probe)
                 self._startup_probe = None
-            step = actor.make_step(self.obs, actions, rewards, env.final_obs, terminals, truncations, extras)
-            items = self.builder.add(ids, step)
-            self.internal_states = actor.next_internal_states(extras, rewards, terminals | truncations)
+            items = loop.observe(self.obs, actions, rewards, env.final_obs, terminals, truncations, extras)
             self.obs = next_obs
             steps += len(rewards)
             self._unreported_steps += len(rewards)
             if items is not None:
-                self._waiting.append(actor.process_items(items))
+                self._waiting.append(items)
             if not self._in_flight or (self._waiting if self._handover_steps is None else
                                        self._unreported_steps >= self._handover_steps):
                 self._hand_over()

@@ -7,6 +7,7 @@ import numpy as np
 
 from rlgraph.utils.errors import RLGraphCheckpointError, RLGraphError
 from rlgraph.utils.run_state import load_run_state, save_run_state
+from rlgraph.workers.actor_loop import ActorLoop
 
 logger = logging.getLogger(__name__)
 
@@ -32,12 +33,13 @@ def _write_startup_probe(path):
 class VectorWorker:
     """Acts with one batched inference call for all environments per step, observes, and updates.
 
-    Per step: ``agent.get_actions`` on all N observations, ``env.step``, ``agent.observe`` of the N
-    transitions (``s' = env.final_obs``, so truncated episodes bootstrap correctly), then ``agent.update()``
-    as often as ``agent.ready_to_update()`` says (the agent's update schedule: a ratio of env steps to updates
-    for off-policy agents, a full unroll for IMPALA/APPO). Recurrent agents get their internal states back
-    from the worker, which zeroes them for environments that started a new episode. Nothing here is
-    process-specific, so the distributed engines reuse it.
+    Per step, through its ``ActorLoop`` (the agent's actor, builder and learner): the actions for all N
+    observations, ``env.step``, the N transitions (``s' = env.final_obs``, so truncated episodes bootstrap
+    correctly) checked (the agent's ``StepCheck``), turned into items and handed to the learner, then
+    ``agent.update()`` as often as ``agent.ready_to_update()`` says (the agent's update schedule: a ratio of
+    env steps to updates for off-policy agents, a full unroll for IMPALA/APPO). Recurrent agents get their
+    internal states back from the loop, which zeroes them for environments that started a new episode. Nothing
+    here is process-specific, so the distributed engines reuse it.
 
     Args:
         agent: The agent.
@@ -55,11 +57,29 @@ class VectorWorker:
         self.env = env
         self.learn = learn
         self.obs = env.reset()
-        self.internal_states = None
+        self.loop = self._make_loop()
         self.env_steps = 0
         self._warned_env_state = False
         self.checkpoint_replay = bool(checkpoint_replay)
         self._startup_probe = os.environ.get(STARTUP_PROBE_ENV) or None
+
+    def _make_loop(self):
+        """The step sequence of the local agent's roles (None for an agent without actor or learner)."""
+        agent = self.agent
+        if agent.actor is None or agent.learner is None:
+            return None
+        return ActorLoop(agent.actor, agent.builder, sink=agent.learner, check=agent.step_check)
+
+    @property
+    def internal_states(self):
+        """The recurrent state per environment for the next step (None: new episodes)."""
+        return None if self.loop is None else self.loop.internal_states
+
+    def _acting_loop(self):
+        if self.loop is None:
+            raise RLGraphError(f"{type(self).__name__}: {self.agent.name} was built with role='{self.agent.role}'; "
+                               f"running it needs role='local' (an actor and a learner).")
+        return self.loop
 
     def run(self, num_env_steps):
         """Runs at least ``num_env_steps`` environment steps (whole vector steps).
@@ -68,18 +88,16 @@ class VectorWorker:
             dict with ``env_steps`` (taken), ``episodes`` (list of (return, length) finished), ``results``
             (the update results).
         """
-        agent, env = self.agent, self.env
+        agent, env, loop = self.agent, self.env, self._acting_loop()
         results = []
         steps = 0
         while steps < num_env_steps:
-            actions, extras = agent.get_actions(self.obs, explore=True, internal_states=self.internal_states,
-                                                return_extras=True)
+            actions, extras = loop.act(self.obs)
             next_obs, rewards, terminals, truncations = env.step(actions)
             if self._startup_probe is not None:
                 _write_startup_probe(self._startup_probe)
                 self._startup_probe = None
-            agent.observe(self.obs, actions, rewards, env.final_obs, terminals, truncations, **extras)
-            self.internal_states = agent.next_internal_states(extras, rewards, terminals | truncations)
+            loop.observe(self.obs, actions, rewards, env.final_obs, terminals, truncations, extras)
             self.obs = next_obs
             steps += len(rewards)
             if self.learn:
@@ -174,8 +192,12 @@ class VectorWorker:
         if env_state is None or not self.env.state_saveable:
             logger.warning("The stored run holds no state of its environments: resuming from fresh environments.")
             self.agent.reset()  # Partial trajectories belong to the stored run's episodes.
-            self.internal_states = None
+            self._set_internal_states(None)
             return
         self.env.set_state(env_state)
         self.obs = state["obs"]
-        self.internal_states = state["internal_states"]
+        self._set_internal_states(state["internal_states"])
+
+    def _set_internal_states(self, internal_states):
+        if self.loop is not None:
+            self.loop.internal_states = internal_states

@@ -5,6 +5,8 @@ import time
 import numpy as np
 import optree
 
+from rlgraph.workers.actor_loop import ActorLoop
+
 logger = logging.getLogger(__name__)
 
 
@@ -23,11 +25,12 @@ class InferenceServer:
     is kept here per environment, and trajectories are assembled here: one trajectory builder, keyed by the
     global environment id (actor i's rows are ids ``sum(env_counts[:i]) + row``).
 
-    Per batch of requests: the step each request completes is turned into the learner's rows
-    (``actor.make_step``) once the actor has been answered, so the actors step their environments while the
-    server assembles trajectories, feeds the learner and updates. Recurrent state follows
-    ``actor.next_internal_states`` (zeroed where an episode ended) and starts from
-    ``actor.initial_internal_states`` for a (re)started actor.
+    The server drives the learner agent's actor through an ``ActorLoop`` over all environment ids, calling its
+    two halves around the transport: per batch of requests, the recurrent state is carried past the steps the
+    requests complete (``carry_states``: zeroed where an episode ended; new episodes for a (re)started actor),
+    the loop acts for the requests' rows (``act``, with those ids' recurrent state and fixed epsilons) and
+    the actors are answered; then the completed steps become items for the learner (``add_step``), so the
+    actors step their environments while the server assembles trajectories, feeds the learner and updates.
 
     Updates: unroll learners (IMPALA, APPO) learn once ``batch_columns`` environment columns are queued (the
     batch a local run learns from); replay learners follow their own schedule (``ready_to_update``).
@@ -55,13 +58,10 @@ class InferenceServer:
         self.batch_rows = int(batch_rows)
         self.timeout_s = float(timeout_s)
         self.batch_columns = batch_columns
-        self.builder = agent.make_trajectory_builder()
+        # Fixed per-environment epsilons (Ape-X, R2D2 "apex") are spread over all actors' environments.
         self.actor.place(0, self.total_envs)
-        row_epsilons = getattr(self.actor, "row_epsilons", None)
-        # Fixed per-environment epsilons (Ape-X, R2D2 "apex"): spread over all actors' environments.
-        self.epsilons = None if row_epsilons is None else row_epsilons(self.total_envs)
-        initial = self.actor.initial_internal_states(self.total_envs)
-        self.states = None if initial is None else [np.array(s, copy=True) for s in initial]
+        self.loop = ActorLoop(self.actor, agent.make_trajectory_builder(), sink=self.learner,
+                              num_envs=self.total_envs)
         self._prev = [None] * self.num_actors  # per actor: (obs, actions, extras) of its last answer
         self._answered_at = [None] * self.num_actors
         self.actor_stats = [(0.0, 0.0, 0.0)] * self.num_actors
@@ -85,13 +85,8 @@ class InferenceServer:
             The environment steps dropped (held in partial trajectories that no item covers); they are also
             added to ``env_steps_lost``.
         """
-        ids = self.env_ids(index)
-        lost = int(self.builder.drop(ids) or 0)
+        lost = self.loop.forget(self.env_ids(index))
         self.env_steps_lost += lost
-        if self.states is not None:
-            initial = self.actor.initial_internal_states(len(ids))
-            for s, s0 in zip(self.states, initial):
-                s[ids] = s0
         self._prev[index] = None
         self._answered_at[index] = None
         return lost
@@ -108,7 +103,12 @@ class InferenceServer:
 
     def reset(self):
         """Drops all partial trajectories (e.g. after a model was loaded); actors keep their episodes."""
-        self.builder.reset()
+        self.loop.reset(internal_states=False)
+
+    @property
+    def builder(self):
+        """The trajectory builder, keyed by global environment id."""
+        return self.loop.builder
 
     # --- serving --------------------------------------------------------------------------------------------
     def collect(self, on_dead, poll_s=0.5):
@@ -162,7 +162,7 @@ class InferenceServer:
         return steps, episodes, results
 
     def _serve_batch(self, requests):
-        actor = self.actor
+        loop = self.loop
         for r in requests:
             if r.first and self._prev[r.index] is not None:  # An actor that started over (e.g. reconnected).
                 self.forget_actor(r.index)
@@ -196,15 +196,9 @@ class InferenceServer:
                     for leaf, rows in zip(final_leaves, r.finished_final_obs):
                         leaf[step_starts[j] + r.finished_ids] = rows
             final_obs = optree.tree_unflatten(self.obs_spec, final_leaves)
-            if self.states is not None:
-                after = actor.next_internal_states(prev_extras, rewards, terminals | truncations)
-                for s, a in zip(self.states, after):
-                    s[step_ids] = a
+            loop.carry_states(prev_extras, rewards, terminals | truncations, step_ids)
             transition = (prev_obs, prev_actions, rewards, final_obs, terminals, truncations, prev_extras, step_ids)
-        states = None if self.states is None else tuple(s[ids] for s in self.states)
-        if self.epsilons is not None:
-            actor.set_epsilons(self.epsilons[ids])
-        actions, extras = actor.get_actions(obs, explore=True, internal_states=states)
+        actions, extras = loop.act(obs, ids)
         now = time.perf_counter()
         for k, r in enumerate(requests):
             rows = slice(int(starts[k]), int(starts[k + 1]))
@@ -222,11 +216,7 @@ class InferenceServer:
         steps, episodes, results = 0, [], []
         if transition is not None:
             prev_obs, prev_actions, rewards, final_obs, terminals, truncations, prev_extras, step_ids = transition
-            step = actor.make_step(prev_obs, prev_actions, rewards, final_obs, terminals, truncations, prev_extras)
-            items = self.builder.add(step_ids, step)
-            self.learner.observe_env_steps(len(step_ids))
-            if items is not None:
-                self.learner.add_items(actor.process_items(items))
+            loop.add_step(prev_obs, prev_actions, rewards, final_obs, terminals, truncations, prev_extras, step_ids)
             steps = len(step_ids)
             for _, r in stepped:
                 self.actor_env_steps[r.index] += len(r.rewards)

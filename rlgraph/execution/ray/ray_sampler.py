@@ -8,9 +8,10 @@ import numpy as np
 class RaySampler:
     """An actor process of the Ray engine: environments, an actor-only agent and a trajectory builder.
 
-    It drives the agent's roles like ``VectorWorker`` does (``get_actions``, ``env.step``, ``make_step``,
-    builder, ``process_items``), but sends its items to the engine instead of a learner. It never learns: it
-    acts with the weights (and version) the engine hands in with a ``sample`` call.
+    It steps its environments through an ``ActorLoop`` as ``VectorWorker`` does, but sends its items to the
+    engine instead of a learner. It never learns: it acts with the weights (and version) the engine hands in
+    with a ``sample`` call, and explores by the run's env steps (``timesteps``) that the engine hands in too,
+    counted on by its own steps.
 
     Args:
         index: The actor's index (0..N-1).
@@ -27,6 +28,7 @@ class RaySampler:
         os.environ.setdefault("OMP_NUM_THREADS", str(threads))
         from rlgraph.agents import Agent
         from rlgraph.environments import VectorEnv
+        from rlgraph.workers import ActorLoop
 
         self.index = index
         self.env = VectorEnv(**env_kwargs)
@@ -34,10 +36,11 @@ class RaySampler:
                                      backend=backend, seed=seed, role="actor")
         self.actor = self.agent.actor
         self.actor.place(slot_offset, total_slots)
-        self.builder = self.agent.make_trajectory_builder()
-        self.env_ids = np.arange(self.env.num_envs)
+        self.loop = ActorLoop(self.actor, self.agent.make_trajectory_builder())
         self.obs = self.env.reset()
-        self.internal_states = None
+        #: The run's env steps as the engine last told them, plus this sampler's steps since (the exploration
+        #: schedule's clock).
+        self.timesteps = 0
 
     def pid(self):
         """The process id (the fault tests kill it)."""
@@ -63,18 +66,16 @@ class RaySampler:
         if weights is not None:
             self.agent.set_weights(weights, version)
         if timesteps is not None:
-            self.actor.timesteps = int(timesteps)
-        actor, env, builder = self.actor, self.env, self.builder
+            self.timesteps = int(timesteps)
+        loop, env = self.loop, self.env
         items, versions = [], []
         for _ in range(int(num_vector_steps)):
-            actions, extras = actor.get_actions(self.obs, explore=True, internal_states=self.internal_states)
+            actions, extras = loop.act(self.obs, timesteps=self.timesteps)
             next_obs, rewards, terminals, truncations = env.step(actions)
-            step = actor.make_step(self.obs, actions, rewards, env.final_obs, terminals, truncations, extras)
-            out = builder.add(self.env_ids, step)
+            out = loop.observe(self.obs, actions, rewards, env.final_obs, terminals, truncations, extras)
+            self.timesteps += len(rewards)
             if out is not None:
-                out = actor.process_items(out)
                 items.append(out)
-            self.internal_states = actor.next_internal_states(extras, rewards, terminals | truncations)
             self.obs = next_obs
         for item in items:
             versions.append(np.ravel(_versions_of(item)))
@@ -82,7 +83,7 @@ class RaySampler:
         return items, dict(env_steps=int(num_vector_steps) * self.env.num_envs, num_items=int(versions.size),
                            episodes=self.env.pop_finished_episodes(), versions=versions,
                            seconds=time.perf_counter() - start, index=self.index,
-                           weights_version=actor.weights_version)
+                           weights_version=self.actor.weights_version)
 
 
 def _versions_of(item):

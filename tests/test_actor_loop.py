@@ -1,0 +1,234 @@
+"""The actor's step sequence, written once (``rlgraph.workers.ActorLoop``): acting with explicit arguments, a step's
+results becoming trajectory items, one ``add(env_ids, step)`` contract for every trajectory builder, and the
+workers, engines and the plain loop driving it."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from rlgraph.agents import Agent
+from rlgraph.environments import VectorEnv
+from rlgraph.utils.errors import RLGraphAPIError, RLGraphError, RLGraphSpecError
+from rlgraph.workers import ActorLoop, VectorWorker
+
+CONFIGS = os.path.join(os.path.dirname(__file__), "..", "configs")
+NAMES = ["dqn", "apex", "impala", "appo", "r2d2"]
+
+
+def config_of(name, **changes):
+    with open(os.path.join(CONFIGS, f"{name}_cartpole.json")) as f:
+        return dict(json.load(f), **changes)
+
+
+def make(name, role="local", seed=0, **changes):
+    env = VectorEnv("CartPole-v1", num_envs=4, seed=0)
+    return Agent.from_spec(config_of(name, **changes), state_space=env.state_space, action_space=env.action_space,
+                           backend="pytorch", role=role, seed=seed)
+
+
+# --- a backend-free actor that records what it is given -------------------------------------------------------
+class RecordingActor:
+    """Acts 0; recurrent state = one counter per row (+1 per step); fixed epsilons by row slot."""
+
+    extras_keys = ("internal_states", "weights_version")
+
+    def __init__(self, epsilons=None):
+        self.calls, self.processed = [], 0
+        self.epsilons = epsilons
+
+    def initial_internal_states(self, num_envs):
+        return (np.zeros(num_envs, np.float32),)
+
+    def get_actions(self, states, explore=True, internal_states=None, **kwargs):
+        self.calls.append(dict(rows=len(states), internal_states=internal_states, **kwargs))
+        n = len(states)
+        if internal_states is None:
+            internal_states = self.initial_internal_states(n)
+        return np.zeros(n, np.int64), dict(internal_states=(internal_states[0] + 1,),
+                                           weights_version=np.zeros(n, np.int64))
+
+    def row_epsilons(self, num_rows):
+        return None if self.epsilons is None else np.arange(num_rows, dtype=np.float32) / 10
+
+    def next_internal_states(self, extras, rewards, dones):
+        s = np.array(extras["internal_states"][0], copy=True)
+        s[np.asarray(dones, bool)] = 0
+        return (s,)
+
+    def make_step(self, states, actions, rewards, next_states, terminals, truncations, extras):
+        return dict(states=states, actions=actions, rewards=rewards, next_states=next_states, terminals=terminals,
+                    truncations=truncations)
+
+    def process_items(self, items):
+        self.processed += 1
+        return dict(items, processed=True)
+
+
+class Sink:
+    def __init__(self):
+        self.steps, self.items = 0, []
+
+    def observe_env_steps(self, n):
+        self.steps += n
+
+    def add_items(self, items):
+        self.items.append(items)
+
+
+def _step(n, done_rows=()):
+    states = np.arange(n, dtype=np.float32)[:, None]
+    terminals = np.zeros(n, bool)
+    terminals[list(done_rows)] = True
+    return states, np.zeros(n, np.int64), np.ones(n, np.float32), states + 1, terminals, np.zeros(n, bool)
+
+
+def test_the_loop_keeps_recurrent_state_per_env_id_and_passes_epsilons_explicitly():
+    from rlgraph.trajectories import NStepBuilder
+    actor, sink = RecordingActor(epsilons=True), Sink()
+    loop = ActorLoop(actor, NStepBuilder(1, 0.9), sink=sink, num_envs=6)
+    ids = np.array([4, 1])
+    states, actions, rewards, next_states, terminals, truncations = _step(2)
+    _, extras = loop.act(states, ids)
+    np.testing.assert_allclose(actor.calls[-1]["epsilons"], [0.4, 0.1])  # Those ids' epsilons, per call.
+    np.testing.assert_array_equal(actor.calls[-1]["internal_states"][0], [0, 0])  # New episodes.
+    terminals[1] = True  # Id 1's episode ends.
+    loop.carry_states(extras, rewards, terminals | truncations, ids)
+    items = loop.add_step(states, actions, rewards, next_states, terminals, truncations, extras, ids)
+    assert items["processed"] and sink.items == [items] and sink.steps == 2
+    np.testing.assert_array_equal(items["env_ids"], ids)
+    loop.act(_step(3)[0], np.array([1, 4, 5]))
+    # Id 4 carried on, id 1 started afresh (its episode ended), id 5 never acted.
+    np.testing.assert_array_equal(actor.calls[-1]["internal_states"][0], [0, 1, 0])
+    assert loop.forget(np.array([4])) == 0
+    loop.act(_step(1)[0], np.array([4]))
+    np.testing.assert_array_equal(actor.calls[-1]["internal_states"][0], [0])
+    assert "timesteps" not in actor.calls[-1]
+    loop.act(_step(1)[0], np.array([4]), timesteps=123)
+    assert actor.calls[-1]["timesteps"] == 123
+
+
+def test_a_loop_for_all_environments_threads_its_state_and_returns_items_without_a_sink():
+    from rlgraph.trajectories import NStepBuilder
+    actor = RecordingActor()
+    loop = ActorLoop(actor, NStepBuilder(2, 0.5))
+    got = []
+    for t in range(3):
+        step = _step(3, done_rows=[2] if t == 1 else [])
+        actions, extras = loop.act(step[0])
+        assert "epsilons" not in actor.calls[-1]  # The actor's own epsilons: none passed.
+        got.append(loop.observe(step[0], actions, step[2], step[3], step[4], step[5], extras))
+    assert got[0] is None and got[1] is not None and got[1]["processed"]
+    # State rows: [0, 0, 0] -> [1, 1, 1] -> [2, 2, 0] (row 2's episode ended) for the next act.
+    np.testing.assert_array_equal(loop.internal_states[0], [3, 3, 1])
+    assert actor.calls[0]["internal_states"] is None
+    np.testing.assert_array_equal(actor.calls[2]["internal_states"][0], [2, 2, 0])
+    loop.reset()
+    assert loop.internal_states is None and loop.builder.num_pending_steps == 0
+    with pytest.raises(RLGraphError, match="num_envs"):
+        loop.act(_step(1)[0], np.array([0]))
+
+
+def test_every_builder_takes_its_actors_steps_as_they_come():
+    """One ``add(env_ids, step)`` contract: each agent's ``make_step`` output goes into its builder unchanged."""
+    for name in NAMES:
+        agent = make(name, role="actor", **(dict(unroll_length=4) if name in ("impala", "appo") else {}))
+        builder = agent.make_trajectory_builder()
+        loop = ActorLoop(agent.actor, builder)
+        env = VectorEnv("CartPole-v1", num_envs=3, seed=1, max_episode_steps=5)  # Truncations: bootstrap steps.
+        obs, items = env.reset(), []
+        for _ in range(30):
+            actions, extras = loop.act(obs)
+            next_obs, rewards, terminals, truncations = env.step(actions)
+            out = loop.observe(obs, actions, rewards, env.final_obs, terminals, truncations, extras)
+            items += [] if out is None else [out]
+            obs = next_obs
+        assert items, name
+        if name == "r2d2":
+            assert type(builder).__name__ == "SequenceBuilder"
+            assert all("resets" in i and "dones" not in i and "bootstrap_step" not in i for i in items)
+            assert any(i["bootstrap"].any() for i in items)  # The truncated episodes' bootstrap rows.
+
+
+def test_actors_take_their_settings_at_construction_and_hold_no_agent():
+    for name in NAMES:
+        agent = make(name, role="actor")
+        assert not hasattr(agent.actor, "agent"), name
+        assert agent.actor.name == agent.name
+    apex = make("apex", role="actor")
+    assert not apex.actor.priorities_in_learner and make("apex").actor.priorities_in_learner
+    assert (apex.actor.epsilon_base, apex.actor.epsilon_alpha) == (apex.epsilon_base, apex.epsilon_alpha)
+
+
+def test_epsilons_and_timesteps_are_arguments_of_get_actions():
+    agent = make("dqn", role="actor")
+    actor, states = agent.actor, np.zeros((4, 4), np.float32)
+    calls = []
+    execute = actor.executor.execute
+
+    def recording_execute(method, *args):
+        calls.append((method, args))
+        return execute(method, *args)
+
+    actor.executor.execute = recording_execute
+    actor.get_actions(states, epsilons=np.full(4, 0.25, np.float32))
+    assert calls[-1][0] == "get_actions_with_epsilon" and actor.epsilons is None  # Nothing set on the actor.
+    np.testing.assert_allclose(calls[-1][1][1], 0.25)
+    actor.get_actions(states, timesteps=agent.schedule_timesteps // 2)
+    assert calls[-1][0] == "get_actions" and actor.timesteps == 0
+    assert calls[-1][1][1] == pytest.approx(0.5, abs=1e-3)
+    with pytest.raises(RLGraphSpecError, match="3 actor epsilons for a batch of 4"):
+        actor.get_actions(states, epsilons=np.zeros(3, np.float32))
+    with pytest.raises(RLGraphAPIError, match="no exploration epsilons"):
+        make("impala", role="actor").actor.get_actions(states, epsilons=np.zeros(4, np.float32))
+
+
+def test_the_ray_sampler_explores_by_the_runs_timesteps_without_touching_the_actors_count():
+    from rlgraph.execution.ray.ray_sampler import RaySampler
+    sampler = RaySampler(0, config_of("dqn"), dict(env_spec="CartPole-v1", num_envs=2, seed=3), "pytorch", 5, 0, 2)
+    seen = []
+    get_actions = sampler.actor.get_actions
+
+    def recording_get_actions(states, explore=True, internal_states=None, **kwargs):
+        seen.append(kwargs.get("timesteps"))
+        return get_actions(states, explore, internal_states, **kwargs)
+
+    sampler.actor.get_actions = recording_get_actions
+    sampler.sample(3, timesteps=1000)
+    sampler.sample(2)
+    assert seen == [1000, 1002, 1004, 1006, 1008]
+    assert sampler.actor.timesteps == 10  # Its own env steps (make_step counts them).
+
+
+def test_the_worker_and_the_plain_loop_hand_the_learner_the_same_items():
+    """``VectorWorker`` (its ``ActorLoop``) and ``Agent.observe`` (the plain loop around one) are the same steps."""
+    def items_of(use_worker):
+        agent = make("impala", unroll_length=4, seed=3)
+        env = VectorEnv("CartPole-v1", num_envs=4, seed=2)
+        got = []
+        add_items = agent.learner.add_items
+        agent.learner.add_items = lambda items: (got.append(items), add_items(items))
+        if use_worker:
+            VectorWorker(agent, env, learn=False).run(4 * 12)
+        else:
+            obs = env.reset()
+            for _ in range(12):
+                actions, extras = agent.get_actions(obs, return_extras=True)
+                next_obs, rewards, terminals, truncations = env.step(actions)
+                agent.observe(obs, actions, rewards, env.final_obs, terminals, truncations, **extras)
+                obs = next_obs
+        return got
+
+    worker, plain = items_of(True), items_of(False)
+    assert len(worker) == len(plain) == 3
+    for a, b in zip(worker, plain):
+        np.testing.assert_array_equal(a["unroll"]["rewards"], b["unroll"]["rewards"])
+        np.testing.assert_array_equal(a["unroll"]["behaviour_log_probs"], b["unroll"]["behaviour_log_probs"])
+
+
+def test_a_worker_needs_a_local_agent():
+    agent = make("dqn", role="actor")
+    worker = VectorWorker(agent, VectorEnv("CartPole-v1", num_envs=4, seed=0), learn=False)
+    assert worker.internal_states is None
+    with pytest.raises(RLGraphError, match="role='actor'.*role='local'"):
+        worker.run(8)
