@@ -5,6 +5,7 @@ import time
 
 import numpy as np
 
+from rlgraph.training.engine import Engine
 from rlgraph.utils.errors import RLGraphCheckpointError, RLGraphError
 from rlgraph.utils.run_state import load_run_state, save_run_state
 from rlgraph.workers.actor_loop import ActorLoop
@@ -30,7 +31,7 @@ def _write_startup_probe(path):
         logger.warning("%s: cannot write '%s': %s", STARTUP_PROBE_ENV, path, e)
 
 
-class VectorWorker:
+class VectorWorker(Engine):
     """Acts with one batched inference call for all environments per step, observes, and updates.
 
     Per step, through its ``ActorLoop`` (the agent's actor, builder and learner): the actions for all N
