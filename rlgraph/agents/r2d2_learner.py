@@ -12,7 +12,8 @@ SEQUENCE_KEYS = ("states", "actions", "rewards", "terminals", "bootstrap", "rese
 class R2D2Learner(ReplayLearner):
     """Sequence replay plus R2D2 updates (Kapturowski et al. 2019) on the agent's update schedule.
 
-    ``add_items`` inserts the sequences of the ``SequenceBuilder`` (with ``reset_key="resets"``) into the ``SequenceReplay``; ``update()``
+    ``add_items`` inserts the sequences of the ``SequenceBuilder`` (with ``reset_key="resets"``) into the
+    ``SequenceReplay``; ``update()``
     samples ``batch_size`` sequences by priority, splits off the burn-in steps and learns (priorities
     written back); ``update(batch)`` learns from an external batch and returns its priorities. The policy lag
     of inserted sequences (by the newest version that acted in them) is reported with the next update.
