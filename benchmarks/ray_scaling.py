@@ -42,6 +42,9 @@ def learning_run(agent, backend, executor, num_actors, seconds):
            "--logdir", os.path.join(tmp, "run"), "--executor", executor]
     if executor == "ray":
         cmd += ["--num-actors", str(num_actors)]
+        cores = os.cpu_count() or 1
+        if num_actors > cores:  # Oversubscribed on purpose: the local Ray refuses more actors than cores otherwise.
+            cmd += ["--set", f"execution_spec.actor_resources.num_cpus={cores / num_actors}"]
     env = dict(os.environ, OMP_NUM_THREADS="1", RAY_USAGE_STATS_ENABLED="0")
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
     if proc.returncode != 0:

@@ -460,7 +460,7 @@ def test_a_central_replay_learner_resumes_with_its_replay_and_counters(tmp_path)
         first = json.load(f)
     state = load_run_state(os.path.join(logdir, "checkpoint", "model"))
     assert state["engine"] == "CentralInferenceEngine" and state["agent"]["replay"] is True
-    stored = state["agent"]["learner"]["stored_records"]
+    stored = state["agent"]["learner"]["stored"]
     assert stored >= first["env_steps"] - 4 * 64 and first["updates"] > 0  # (minus steps still in n-step windows)
     proc = run_cli(args + ["--steps", "3000", "--resume"])
     assert proc.returncode == 0, proc.stderr[-3000:]

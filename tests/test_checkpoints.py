@@ -314,7 +314,7 @@ def test_a_checkpoint_without_the_replay_resumes_with_an_empty_memory(tmp_path):
     state = load_run_state(os.path.join(logdir, "checkpoint", "model"))
     assert state["agent"]["replay"] is False and first["updates"] > 0
     assert not [scope for scope in state["agent"]["components"] if "replay" in scope or "memory" in scope]
-    assert state["agent"]["learner"]["stored_records"] > 0  # counted at store time, forgotten on restore
+    assert state["agent"]["learner"]["stored"] > 0  # counted at store time, forgotten on restore
     assert cli_main(base + ["--steps", "1600", "--resume"]) == 0
     with open(os.path.join(logdir, "summary.json")) as f:
         second = json.load(f)

@@ -388,7 +388,7 @@ def test_ray_replay_engine_stores_and_restores_the_learners_replay(tmp_path):
         engines.append(other)
         other.load(path)
         assert_tree_equal(stored["shards"], ray.get([s.get_state.remote() for s in other.shards]))
-        assert other.updates_made == stored["updates_made"]
+        assert other_agent.learner.get_state()["anchor"] == stored["agent"]["learner"]["anchor"] is not None
         np.testing.assert_array_equal(other.shard_sizes, stored["shard_sizes"])
         assert other_agent.learner.get_state()["timesteps"] == stored["agent"]["learner"]["timesteps"]
         assert other_agent.learner.last_sync_timestep == stored["agent"]["learner"]["last_sync_timestep"]

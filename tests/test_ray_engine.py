@@ -168,7 +168,7 @@ def test_unroll_engine_batches_actors_unrolls_and_tracks_versions(local_ray):
         config = config_of("impala_cartpole")
         assert engine.batch_columns == config["environment_spec"]["num_envs"]
         assert engine.vector_steps == config["unroll_length"]
-        engine.batch_columns = 8  # one update per two actor results (4 columns each)
+        agent.learner.set_batch_columns(8, max_pending=engine.queue_size)  # one update per two results (4 columns each)
         out = engine.run(4000)
         assert out["env_steps"] >= 4000 and out["env_steps"] % (engine.vector_steps * 4) == 0
         assert len(out["results"]) >= 2 and agent.updates == len(out["results"])
@@ -196,7 +196,7 @@ def test_unroll_engine_reports_the_lag_of_samples_launched_before_an_update(loca
     engine, agent = engine_for("impala_cartpole", num_actors=2, envs_per_actor=4, learner_queue_size=4,
                                max_samples_in_flight=2)
     try:
-        engine.batch_columns = 4  # one update per actor result
+        agent.learner.set_batch_columns(4, max_pending=engine.queue_size)  # one update per actor result
         out = engine.run(2 * engine.vector_steps * 4)
         lags = [r["policy_lag_max"] for r in out["results"]]
         assert lags[:2] == [0, 1], lags
@@ -214,18 +214,19 @@ def test_replay_engine_keeps_the_replay_ratio_and_writes_priorities_back(local_r
         assert steps == out["env_steps"] >= 6000
         # Updates follow update_spec: one per update_interval env steps from when steps_before_update are stored
         # and a shard can serve a batch (later than steps_before_update by the inserts still travelling then).
-        anchor = engine._ready_at
+        # The learner's schedule (ReplayLearner.updates_due) with the shards as its replay.
+        anchor = agent.learner.get_state()["anchor"]
         assert update_spec["steps_before_update"] <= anchor <= steps / 2
         expected = (steps - anchor) // update_spec["update_interval"] + 1
-        assert expected - engine.spec.max_update_backlog - 40 <= engine.updates_made <= expected
-        assert engine.updates_made == len(out["results"]) == agent.updates
+        assert expected - engine.spec.max_update_backlog - 40 <= agent.updates <= expected
+        assert agent.updates == len(out["results"])
         pending = sum(n for _, n in engine._adds.values())  # inserts still on their way (ordered before size())
         sizes = ray.get([s.size.remote() for s in engine.shards])
         assert sum(sizes) == engine.shard_sizes.sum() + pending > 0
         # Every update's priorities went back to the shard its batch came from (calls to one actor stay in order,
         # so stats() sees them all).
         stats = ray.get([s.stats.remote() for s in engine.shards])
-        assert sum(st["priority_updates"] for st in stats) == engine.updates_made > 0
+        assert sum(st["priority_updates"] for st in stats) == agent.updates > 0
         assert sum(st["inserted"] for st in stats) == engine.shard_sizes.sum() + pending
         assert all(np.isfinite(r["loss"]) for r in out["results"]) and "td_errors" not in out["results"][-1]
     finally:

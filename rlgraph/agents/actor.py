@@ -27,7 +27,9 @@ class Actor:
         schedule_timesteps: Env steps over which the exploration schedule runs (None: the actor has none).
 
     Attributes:
-        weights_version: The learner version of the weights the actor acts with.
+        weights_version: The learner version of the weights the actor acts with: the version it was last given,
+            or, for an actor that shares its learner's executor (``share_learner``), the learner's own count
+            (then the learner is its one owner, and writes here are ignored).
         timesteps: Environment steps this actor has taken (drives its exploration schedule unless
             ``get_actions`` is given the run's).
     """
@@ -39,7 +41,8 @@ class Actor:
         self.executor = executor
         self.name = name
         self.schedule_timesteps = schedule_timesteps
-        self.weights_version = 0
+        self._weights_version = 0
+        self._learner = None
         self.timesteps = 0
         # Where this actor's environments sit among all actors' (engines call ``place``).
         self.slot_offset = 0
@@ -54,6 +57,20 @@ class Actor:
     def settings_of(cls, agent):
         """The constructor keywords of this actor class from an agent's config (subclasses add theirs)."""
         return {}
+
+    @property
+    def weights_version(self):
+        return self._weights_version if self._learner is None else self._learner.weights_version
+
+    @weights_version.setter
+    def weights_version(self, version):
+        if self._learner is None:
+            self._weights_version = int(version)
+
+    def share_learner(self, learner):
+        """Acts with the weights of ``learner``, whose executor this actor shares (a local agent): its weights
+        version is the learner's."""
+        self._learner = learner
 
     def place(self, slot_offset, total_slots):
         """Tells the actor that its rows are environments ``slot_offset, slot_offset + 1, ...`` of

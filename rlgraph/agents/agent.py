@@ -7,19 +7,18 @@ import os
 
 import numpy as np
 
+from rlgraph.agents import agent_checkpoint
+from rlgraph.agents.agent_checkpoint import AGENT_FILE  # noqa: F401 (its public home was here)
 from rlgraph.agents.plain_loop import PlainLoop, batched_action_hint, refuse_vector_env_spaces
 from rlgraph.agents.step_check import StepCheck
 from rlgraph.executors.graph_executor import GraphExecutor
 from rlgraph.spaces import BoxSpace, Space
 from rlgraph.utils.backend import get_default_backend, normalize_backend
-from rlgraph.utils.errors import (RLGraphCheckpointError, RLGraphDivergenceError, RLGraphError, RLGraphSpaceError,
-                                  RLGraphSpecError)
+from rlgraph.utils.errors import RLGraphError, RLGraphSpaceError, RLGraphSpecError
 from rlgraph.utils.specifiable import Specifiable, load_json
 from rlgraph.utils.validation import Int, Number, OneOf, check, check_args, check_spec, spec_error
 
 logger = logging.getLogger(__name__)
-
-AGENT_FILE = "rlgraph_agent.json"
 
 
 #: What ``Agent.from_spec(..., role=...)`` builds: the actor alone, the learner alone, or both in one process.
@@ -104,7 +103,9 @@ class Agent(Specifiable):
                 raise
             raise RLGraphSpaceError(f"{e} ({hint})") from e
         self.actor = self.actor_class.from_agent(self) if role != "learner" else None
-        self.learner = self.learner_class(self) if role != "actor" else None
+        self.learner = self.learner_class.from_agent(self) if role != "actor" else None
+        if role == "local":  # One executor: the actor acts with the learner's weights, of the learner's version.
+            self.actor.share_learner(self.learner)
         self.builder = self.make_trajectory_builder() if role == "local" else None
         #: Checks the arguments of a step (``observe``, a worker's ``ActorLoop``; role "local", else None).
         self.step_check = None
@@ -241,10 +242,7 @@ class Agent(Specifiable):
 
     def update(self, batch=None):
         """One learning step, from the learner's own data or from ``batch``; returns a dict of named results."""
-        results = self._role("learner", "update").update(batch)
-        if self.actor is not None:  # Local: the actor shares the learner's executor, so its weights are these.
-            self.actor.weights_version = self.learner.weights_version
-        return results
+        return self._role("learner", "update").update(batch)
 
     def reset(self):
         """Drops partial trajectories, unrolls held back and what the plain loop remembered (see ``observe``), e.g.
@@ -297,109 +295,20 @@ class Agent(Specifiable):
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def store_model(self, path):
-        """Stores all variables and the agent's counters in directory ``path``."""
-        from rlgraph.utils.checksums import write_manifest
-        bad = [k for k, v in self.get_weights().items() if not np.all(np.isfinite(v))]
-        if bad:
-            raise RLGraphDivergenceError(f"store_model: weights {bad[:3]} hold NaN or inf (training diverged; the "
-                                         f"usual cause is a learning rate far too high); nothing was written to "
-                                         f"'{path}'.")
-        self.executor.store_model(path)
-        with open(os.path.join(path, AGENT_FILE), "w") as f:
-            json.dump({"agent": type(self).__name__, "backend": self.backend, "config_hash": self.config_hash(),
-                       "timesteps": self.timesteps, "updates": self.updates}, f, indent=1)
-        write_manifest(path)
-        return path
+        """Stores all variables and the agent's counters in directory ``path`` (``agent_checkpoint.store_model``)."""
+        return agent_checkpoint.store_model(self, path)
 
     def load_model(self, path):
         """Restores a model stored by ``store_model``; refuses one of another agent, config or backend."""
-        from rlgraph.utils.checksums import verify_manifest
-        meta_path = os.path.join(path, AGENT_FILE)
-        if not os.path.isfile(meta_path):
-            raise RLGraphCheckpointError(f"'{path}' holds no rlgraph agent model ({AGENT_FILE} missing).")
-        verify_manifest(path)
-        try:
-            with open(meta_path) as f:
-                meta = json.load(f)
-        except (OSError, ValueError) as e:
-            raise RLGraphCheckpointError(f"'{meta_path}' cannot be read: {e}") from None
-        if meta.get("agent") != type(self).__name__:
-            raise RLGraphError(f"Model in '{path}' belongs to a {meta.get('agent')}, not a {type(self).__name__}.")
-        if meta.get("backend") != self.backend:
-            raise RLGraphError(f"Model in '{path}' was stored by backend '{meta.get('backend')}'; this agent runs "
-                               f"'{self.backend}'.")
-        if meta.get("config_hash") != self.config_hash():
-            raise RLGraphError(f"Model in '{path}' was stored by an agent with another config (or other spaces).")
-        try:
-            self.executor.load_model(path)
-        except RLGraphError:
-            raise
-        except Exception as e:  # A backend's own error about a file it cannot read.
-            raise RLGraphCheckpointError(f"The model in '{path}' cannot be loaded: {type(e).__name__}: "
-                                         f"{str(e).splitlines()[0] if str(e) else ''}") from None
-        timesteps, updates = int(meta.get("timesteps", 0)), int(meta.get("updates", 0))
-        for role in (self.actor, self.learner):
-            if role is not None:
-                role.restore_counters(timesteps, updates)
-        self.reset()
+        agent_checkpoint.load_model(self, path)
 
-    # --- run state (exact resume) ------------------------------------------------------------------------
     def get_run_state(self, include_replay=True):
-        """What the agent's future depends on besides its variables, for ``set_run_state``.
-
-        Args:
-            include_replay: Include the replay memory's contents (False: a resumed learner starts with an empty
-                memory and refills it before it learns again; for replays of many GB).
-
-        Returns:
-            A nested dict of numpy arrays and JSON scalars: the state its components keep outside backend
-            variables (replay memories with their priority trees and sampling generators, queues), the
-            trajectory builder's partial trajectories, the roles' counters and schedules, and the backend's
-            random-number state (``GraphExecutor.get_rng_state``).
-        """
-        from rlgraph.components.memories.memory import Memory
-        components = {}
-        for component in self.root.get_all_sub_components(include_self=True):
-            if not include_replay and isinstance(component, Memory):
-                continue
-            state = component.get_state()
-            if state is not None:
-                components[component.global_scope] = state
-        return dict(agent=type(self).__name__, role=self.role, components=components,
-                    builder=None if self.builder is None else self.builder.get_state(),
-                    actor=None if self.actor is None else self.actor.get_state(),
-                    learner=None if self.learner is None else self.learner.get_state(),
-                    backend_rng=self.executor.get_rng_state(), replay=bool(include_replay))
+        """What the agent's future depends on besides its variables (``agent_checkpoint.get_run_state``)."""
+        return agent_checkpoint.get_run_state(self, include_replay)
 
     def set_run_state(self, state):
-        """Restores what ``get_run_state`` returned (after ``load_model``, whose counters it replaces).
-
-        Raises:
-            RLGraphCheckpointError: The state is of another agent or role, or does not fit this agent's graph.
-        """
-        where = f"{self.name}: the stored run state"
-        if not isinstance(state, dict) or state.get("agent") != type(self).__name__ or state.get("role") != self.role:
-            found = (state.get("agent"), state.get("role")) if isinstance(state, dict) else type(state).__name__
-            raise RLGraphCheckpointError(f"{where} belongs to {found}, not to a {type(self).__name__} with "
-                                         f"role '{self.role}'.")
-        by_scope = {c.global_scope: c for c in self.root.get_all_sub_components(include_self=True)}
-        try:
-            unknown = [scope for scope in state["components"] if scope not in by_scope]
-            if unknown:
-                raise KeyError(f"no components {unknown[:3]} in this graph")
-            for scope, component_state in state["components"].items():
-                by_scope[scope].set_state(component_state)
-            for name in ("builder", "actor", "learner"):
-                part = self.builder if name == "builder" else getattr(self, name)
-                if part is not None and state[name] is not None:
-                    part.set_state(state[name])
-            self.executor.set_rng_state(state["backend_rng"])
-            if not state.get("replay", True) and self.learner is not None:
-                self.learner.forget_replay()
-        except RLGraphCheckpointError:
-            raise
-        except (KeyError, TypeError, ValueError, IndexError, RLGraphError) as e:
-            raise RLGraphCheckpointError(f"{where} does not fit: {type(e).__name__}: {e}") from None
+        """Restores what ``get_run_state`` returned (``agent_checkpoint.set_run_state``)."""
+        agent_checkpoint.set_run_state(self, state)
 
     def terminate(self):
         self.executor.terminate()

@@ -22,7 +22,7 @@ class ApexLearner(DQNLearner):
             self.executor.execute("insert_records_with_priorities", records, items["priorities"])
         else:
             self.executor.execute("insert_records_with_actor_priorities", records)
-        self.stored_records += batch_size_of(items["rewards"])
+        self.replay.count(batch_size_of(items["rewards"]))
 
 
 class ApexAgent(DQNAgent):
@@ -31,7 +31,8 @@ class ApexAgent(DQNAgent):
     Locally, each row of the vector environment is one actor (``ApexActor``); the n-step transitions it
     produces are inserted with the priorities the actor computes (``ApexLearner``; locally, actor and learner
     share one graph, so they are computed within the insert's executor call). Distributed engines run
-    ``role="actor"`` agents with ``set_actor_epsilons`` over all their environment slots.
+    ``role="actor"`` agents and place each one's rows among all actors' environments (``Actor.place``), so the
+    epsilons spread over every environment of the run.
 
     Args:
         epsilon_base: The base of the per-actor epsilons.

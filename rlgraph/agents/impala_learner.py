@@ -20,13 +20,38 @@ class IMPALALearner(Learner):
     pass) or, with APPO's ``minibatch_unit="samples"``, of time steps of any column (``_learn_samples``). The
     policy lag of a sample is the learner's version at that step minus the version that acted on it (carried
     with the sample); samples (columns holding them) older than ``max_policy_lag`` are left out of the step
-    and counted in "dropped_samples".
+    and counted in "dropped_samples". Its schedule: an update is due once ``batch_columns`` environment columns
+    are queued (1 locally, where the builder emits all environments' unrolls at once; the config's
+    ``environment_spec.num_envs`` where actors elsewhere hand in parts of the batch, ``set_batch_columns``), or
+    ``max_pending`` unroll batches.
+
+    Args:
+        seed: Seeds the minibatch shuffling.
+        recurrent: Whether the network is recurrent (unrolls carry the initial internal states).
+        prev_action_reward: Whether the network sees the previous action and reward.
+        unroll_length: The unroll length (for messages).
+        num_epochs, num_minibatches, minibatch_unit, max_policy_lag: APPO's passes (IMPALA: 1, 1, None).
+        **kwargs: See ``Learner``.
     """
 
-    def __init__(self, agent):
-        super().__init__(agent)
-        self._rng = np.random.default_rng(agent.seed)
+    def __init__(self, executor, name="Learner", schedule_timesteps=None, seed=0, recurrent=False,
+                 prev_action_reward=False, unroll_length=None, num_epochs=1, num_minibatches=1,
+                 minibatch_unit="trajectories", max_policy_lag=None):
+        super().__init__(executor, name, schedule_timesteps)
+        self.recurrent, self.prev_action_reward = bool(recurrent), bool(prev_action_reward)
+        self.unroll_length = unroll_length
+        self.num_epochs, self.num_minibatches = int(num_epochs), int(num_minibatches)
+        self.minibatch_unit, self.max_policy_lag = minibatch_unit, max_policy_lag
+        self._rng = np.random.default_rng(seed)
         self.queue = []
+        self.batch_columns, self.max_pending = 1, None
+
+    @classmethod
+    def settings_of(cls, agent):
+        return dict(super().settings_of(agent), seed=agent.seed, recurrent=agent.recurrent,
+                    prev_action_reward=agent.prev_action_reward, unroll_length=agent.unroll_length,
+                    num_epochs=agent.num_epochs, num_minibatches=agent.num_minibatches,
+                    minibatch_unit=agent.minibatch_unit, max_policy_lag=agent.max_policy_lag)
 
     def add_items(self, items):
         """Queues unrolls as ``UnrollBuilder`` emits them ({"unroll", "first", "last", "env_ids"})."""
@@ -36,21 +61,39 @@ class IMPALALearner(Learner):
         """An ``UnrollBuilder`` item batch as the ``update`` API takes it: dict with "unroll" ([T, B] arrays),
         "bootstrap" (x_T, [B] or [1, B] for recurrent networks), "policy_versions" [T, B] and, for recurrent
         networks, "initial_internal_states" (the LSTM state before step 0)."""
-        agent, unroll, last = self.agent, items["unroll"], items["last"]
-        keys = UNROLL_KEYS + (("prev_actions", "prev_rewards") if agent.prev_action_reward else ())
+        unroll, last = items["unroll"], items["last"]
+        keys = UNROLL_KEYS + (("prev_actions", "prev_rewards") if self.prev_action_reward else ())
         bootstrap = dict(states=last["next_states"])
-        if agent.prev_action_reward:
+        if self.prev_action_reward:
             bootstrap.update(prev_actions=last["bootstrap_prev_actions"], prev_rewards=last["bootstrap_prev_rewards"])
-        if agent.recurrent:
+        if self.recurrent:
             bootstrap = {k: v[None] for k, v in bootstrap.items()}
         batch = dict(unroll={k: unroll[k] for k in keys}, bootstrap=bootstrap,
                      policy_versions=unroll["weights_version"])
-        if agent.recurrent:
+        if self.recurrent:
             batch["initial_internal_states"] = tuple(items["first"]["initial_internal_states"])
         return batch
 
-    def ready_to_update(self):
-        return bool(self.queue)
+    @property
+    def queued_columns(self):
+        """Environment columns of the queued unrolls."""
+        return sum(b["unroll"]["rewards"].shape[1] for b in self.queue)
+
+    @property
+    def pending_items(self):
+        return len(self.queue)
+
+    def set_batch_columns(self, columns, max_pending=None):
+        self.batch_columns = max(1, int(columns))
+        self.max_pending = None if max_pending is None else int(max_pending)
+
+    def updates_due(self):
+        """1 once ``batch_columns`` environment columns (or ``max_pending`` unroll batches) are queued: an
+        update learns from all of them."""
+        if not self.queue:
+            return 0
+        full = self.max_pending is not None and len(self.queue) >= self.max_pending
+        return int(full or self.queued_columns >= self.batch_columns)
 
     def get_state(self):
         """Counters, the minibatch shuffling generator's state and the queued unrolls."""
@@ -64,9 +107,9 @@ class IMPALALearner(Learner):
     def pop_batch(self):
         """All queued unrolls as one batch for ``update(batch)`` (columns joined), emptying the queue."""
         if not self.queue:
-            raise RLGraphError(f"{self.agent.name}: no unroll is queued (the builder emits one per environment "
-                               f"every unroll_length={self.agent.unroll_length} steps).")
-        batch = self.queue[0] if len(self.queue) == 1 else _concat_columns(self.queue, self.agent.recurrent)
+            raise RLGraphError(f"{self.name}: no unroll is queued (the builder emits one per environment "
+                               f"every unroll_length={self.unroll_length} steps).")
+        batch = self.queue[0] if len(self.queue) == 1 else _concat_columns(self.queue, self.recurrent)
         self.queue = []
         return batch
 
@@ -81,23 +124,22 @@ class IMPALALearner(Learner):
         return self._learn(self.pop_batch() if batch is None else batch)
 
     def _learn(self, batch):
-        agent = self.agent
         unroll, bootstrap = batch["unroll"], batch["bootstrap"]
         initial = batch.get("initial_internal_states")
         versions = batch.get("policy_versions")
         n = unroll["rewards"].shape[1]
-        if agent.minibatch_unit == "samples":
+        if self.minibatch_unit == "samples":
             return self._learn_samples(unroll, bootstrap, versions)
         if self._in_one_call(n, versions):
             return self._learn_in_one_call(unroll, bootstrap, initial, versions, n)
         results, lags, dropped = [], [], 0
-        for _ in range(agent.num_epochs):
-            order = self._rng.permutation(n) if agent.num_minibatches > 1 else None
-            for columns in (np.array_split(order, agent.num_minibatches) if order is not None else [None]):
+        for _ in range(self.num_epochs):
+            order = self._rng.permutation(n) if self.num_minibatches > 1 else None
+            for columns in (np.array_split(order, self.num_minibatches) if order is not None else [None]):
                 if versions is not None:
                     lag = self.policy_lag(versions if columns is None else versions[:, columns])
-                    if agent.max_policy_lag is not None:
-                        fresh = lag.max(axis=0) <= agent.max_policy_lag
+                    if self.max_policy_lag is not None:
+                        fresh = lag.max(axis=0) <= self.max_policy_lag
                         if not fresh.all():
                             dropped += int(lag[:, ~fresh].size)
                             if not fresh.any():
@@ -112,24 +154,22 @@ class IMPALALearner(Learner):
         """Whether ``steps`` optimizer steps (default: all of an update's) on minibatches of ``n`` columns or
         samples can run in one ``execute_steps`` call: several steps, minibatches of equal size, and no sample
         past ``max_policy_lag`` even at the last step (none is dropped on the way)."""
-        agent = self.agent
-        steps = agent.num_epochs * agent.num_minibatches if steps is None else steps
-        if steps < 2 or n % agent.num_minibatches:
+        steps = self.num_epochs * self.num_minibatches if steps is None else steps
+        if steps < 2 or n % self.num_minibatches:
             return False
-        if versions is not None and agent.max_policy_lag is not None and np.size(versions):
-            return self.updates + steps - 1 - int(np.min(versions)) <= agent.max_policy_lag
+        if versions is not None and self.max_policy_lag is not None and np.size(versions):
+            return self.updates + steps - 1 - int(np.min(versions)) <= self.max_policy_lag
         return True
 
     def _learn_in_one_call(self, unroll, bootstrap, initial, versions, n):
         """``_learn``'s optimizer steps in one executor call (``execute_steps``): the same minibatches, drawn
         from the same generator in the same order, the same results."""
-        agent = self.agent
         columns = []
-        for _ in range(agent.num_epochs):
-            order = self._rng.permutation(n) if agent.num_minibatches > 1 else np.arange(n)
-            columns.extend(np.split(order, agent.num_minibatches))
+        for _ in range(self.num_epochs):
+            order = self._rng.permutation(n) if self.num_minibatches > 1 else np.arange(n)
+            columns.extend(np.split(order, self.num_minibatches))
         columns = np.stack(columns)
-        args = [unroll, bootstrap, self.time_percentage] + ([initial] if agent.recurrent else [])
+        args = [unroll, bootstrap, self.time_percentage] + ([initial] if self.recurrent else [])
         stacked = self.executor.execute_steps("update", columns, *args)
         lags = [] if versions is None else [self.policy_lag(versions[:, c]) + k for k, c in enumerate(columns)]
         self.updates += len(columns)
@@ -141,19 +181,18 @@ class IMPALALearner(Learner):
         shuffled samples of any time step and environment, given to the graph as [1, N]. PPO's ratio is taken
         against the learner's policy before the update (its log-likelihoods and values of the first epoch).
         Samples past ``max_policy_lag`` at their step are left out of it (counted in "dropped_samples")."""
-        agent = self.agent
         size = unroll["rewards"].size
         flat = {k: unroll[k].reshape((1, size) + unroll[k].shape[2:]) for k in SAMPLE_KEYS}
         flat_versions = None if versions is None else np.asarray(versions).reshape(-1)
         results, lags, dropped = [], [], 0
         proximal = None
-        for _ in range(agent.num_epochs):
+        for _ in range(self.num_epochs):
             targets = self.executor.execute("calc_targets", unroll, bootstrap)
             targets = {k: np.asarray(v).reshape(1, size) for k, v in targets.items()}
             if proximal is None:  # The policy before this update: the reference of PPO's ratio in every epoch.
                 proximal = dict(log_probs=targets["log_probs"], values=targets["values"])
             targets.update(proximal)
-            steps = np.array_split(self._rng.permutation(size), agent.num_minibatches)
+            steps = np.array_split(self._rng.permutation(size), self.num_minibatches)
             if self._in_one_call(size, flat_versions, len(steps)):
                 stacked = self.executor.execute_steps("update_samples", np.stack(steps), flat, targets,
                                                       self.time_percentage)
@@ -165,8 +204,8 @@ class IMPALALearner(Learner):
             for rows in steps:
                 if flat_versions is not None:
                     lag = self.policy_lag(flat_versions[rows])
-                    if agent.max_policy_lag is not None and (lag > agent.max_policy_lag).any():
-                        fresh = lag <= agent.max_policy_lag
+                    if self.max_policy_lag is not None and (lag > self.max_policy_lag).any():
+                        fresh = lag <= self.max_policy_lag
                         dropped += int((~fresh).sum())
                         rows, lag = rows[fresh], lag[fresh]
                         if not rows.size:
@@ -186,13 +225,13 @@ class IMPALALearner(Learner):
             acting they equal the behaviour policy's log-likelihoods and values.
         """
         args = [batch["unroll"], batch["bootstrap"]]
-        if self.agent.recurrent:
+        if self.recurrent:
             args.append(batch["initial_internal_states"])
         return self.executor.execute("evaluate_unroll", *args)
 
     def _update_step(self, unroll, bootstrap, initial, columns):
         """One optimizer step on the columns ``columns`` (None: all) of the unroll."""
-        recurrent = self.agent.recurrent
+        recurrent = self.recurrent
         if columns is not None:
             unroll = {k: v[:, columns] for k, v in unroll.items()}
             bootstrap = {k: v[:, columns] if recurrent else v[columns] for k, v in bootstrap.items()}

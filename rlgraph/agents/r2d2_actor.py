@@ -50,8 +50,7 @@ class R2D2Actor(Actor):
 
     def initial_internal_states(self, num_envs):
         """Zero LSTM states ``(h, c)`` for ``num_envs`` environments."""
-        zeros = np.zeros((num_envs, self.lstm_units), np.float32)
-        return zeros, zeros.copy()
+        return zero_lstm_states(num_envs, self.lstm_units)
 
     def row_epsilons(self, num_envs):
         """One epsilon per env row: ``set_epsilons``' values, else the configured ones (None: the schedule)."""
@@ -117,3 +116,9 @@ class R2D2Actor(Actor):
             bootstrap[STATE_KEY] = tuple(np.asarray(s)[truncated] for s in extras["internal_states"])
             step.update(bootstrap_rows=truncated, bootstrap_step=bootstrap)
         return step
+
+
+def zero_lstm_states(num_envs, units):
+    """Zero LSTM states ``(h, c)``, each ``[num_envs, units]`` float32."""
+    zeros = np.zeros((num_envs, units), np.float32)
+    return zeros, zeros.copy()

@@ -2,7 +2,7 @@
 import numpy as np
 
 from rlgraph.agents.agent import Agent, check_update_spec
-from rlgraph.agents.r2d2_actor import STATE_KEY, R2D2Actor
+from rlgraph.agents.r2d2_actor import STATE_KEY, R2D2Actor, zero_lstm_states
 from rlgraph.agents.r2d2_learner import R2D2Learner
 from rlgraph.components.algorithms.r2d2_algorithm_component import R2D2AlgorithmComponent
 from rlgraph.spaces import BoolBox, BoxSpace, Dict, FloatBox, IntBox, Tuple
@@ -128,8 +128,7 @@ class R2D2Agent(Agent):
 
     def initial_internal_states(self, num_envs):
         """Zero LSTM states ``(h, c)`` for ``num_envs`` environments."""
-        zeros = np.zeros((num_envs, self.lstm_units), np.float32)
-        return zeros, zeros.copy()
+        return zero_lstm_states(num_envs, self.lstm_units)
 
     def get_q_values(self, states, internal_states=None):
         """Q-values ``[N, T, A]`` of state sequences ``[N, T, ...]`` and the LSTM states after them."""

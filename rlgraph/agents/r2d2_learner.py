@@ -13,58 +13,38 @@ class R2D2Learner(ReplayLearner):
     """Sequence replay plus R2D2 updates (Kapturowski et al. 2019) on the agent's update schedule.
 
     ``add_items`` inserts the sequences of the ``SequenceBuilder`` (with ``reset_key="resets"``) into the
-    ``SequenceReplay``; ``update()``
-    samples ``batch_size`` sequences by priority, splits off the burn-in steps and learns (priorities
-    written back); ``update(batch)`` learns from an external batch and returns its priorities. The policy lag
+    ``SequenceReplay``; ``update()`` makes one round of the schedule: ``updates_per_interval`` times, it samples
+    ``batch_size`` sequences by priority, splits off the burn-in steps and learns (priorities written back);
+    ``update(batch)`` learns from an external batch ({"sequences", "initial_states"}, or records of a replay
+    outside the learner in ``replay_spec.keys`` form) and returns its "priorities". The policy lag
     of inserted sequences (by the newest version that acted in them) is reported with the next update.
     """
 
     replay_keys = SEQUENCE_KEYS + ("mask", "internal_states")
 
-    def __init__(self, agent):
-        super().__init__(agent)
-        self.burn_in = agent.root.memory.burn_in_length
-        self.memory_keys = self.replay_keys
-        # Sequences inserted by this process (a loaded model comes without its replay memory's contents).
-        self.stored_sequences = 0
+    def __init__(self, executor, name="Learner", burn_in=0, **kwargs):
+        super().__init__(executor, name, **kwargs)
+        self.burn_in = int(burn_in)
+
+    @classmethod
+    def settings_of(cls, agent):
+        return dict(super().settings_of(agent), burn_in=agent.root.memory.burn_in_length)
 
     @property
-    def time_percentage(self):
-        return min(1.0, self.timesteps / self.agent.schedule_timesteps)
+    def stored_sequences(self):
+        """Sequences inserted (into the learner's memory, or into the attached replay)."""
+        return self.replay.stored
 
     def add_items(self, items):
         """Inserts whole sequences ({key: [B, L, ...]}, "mask", "internal_states") into the replay."""
-        self.executor.execute("insert_records", {k: items[k] for k in self.memory_keys})
-        self.stored_sequences += batch_size_of(items["rewards"])
+        self.executor.execute("insert_records", {k: items[k] for k in self.replay_keys})
+        self.replay.count(batch_size_of(items["rewards"]))
         if "weights_version" in items:
             self.record_lags(np.max(items["weights_version"], axis=1))
 
-    def forget_replay(self):
-        super().forget_replay()
-        self.stored_sequences = 0
-
-    def count_stored(self, num_items):
-        self.stored_sequences += int(num_items)
-
-    def get_state(self):
-        return dict(super().get_state(), stored_sequences=int(self.stored_sequences))
-
-    def set_state(self, state):
-        super().set_state(state)
-        self.stored_sequences = int(state["stored_sequences"])
-
     def data_ready(self):
-        return self.timesteps >= self.spec["steps_before_update"] and self.stored_sequences >= self.spec["batch_size"]
-
-    def ready_to_update(self):
-        return self.data_ready() and self.interval_elapsed()
-
-    def batch_from_replay(self, records, importance_weights):
-        return dict(sequences={k: records[k] for k in SEQUENCE_KEYS + ("mask",)},
-                    initial_states=tuple(records["internal_states"]), importance_weights=importance_weights)
-
-    def pop_priorities(self, results):
-        return np.asarray(results.pop("priorities"))
+        return self.timesteps >= self.spec["steps_before_update"] and self.replay.stored >= self.spec["batch_size"] \
+            and self.replay.can_sample(self.spec["batch_size"])
 
     def split_sequences(self, sequences):
         """``(burn-in {"states", "resets"} [B, burn_in, ...] or None, training steps {key: [B, L - burn_in, ...]})``."""
@@ -83,7 +63,6 @@ class R2D2Learner(ReplayLearner):
 
     def update(self, batch=None):
         if batch is None:
-            self.advance_update_schedule()
             for _ in range(self.spec["updates_per_interval"]):
                 sequences, initial_states, indices, weights = self.executor.execute(
                     "get_sequences", self.spec["batch_size"])
@@ -93,11 +72,15 @@ class R2D2Learner(ReplayLearner):
                 self.updates += 1
             results = dict(loss=float(loss), mean_priority=float(mean_priority))
         else:
+            if "sequences" in batch:
+                sequences, initial_states = batch["sequences"], batch["initial_states"]
+            else:  # Records of a replay outside the learner (``replay_spec.keys``).
+                sequences, initial_states = batch, batch["internal_states"]
             weights = batch.get("importance_weights")
             if weights is None:
-                weights = np.ones(batch_size_of(batch["sequences"]["rewards"]), np.float32)
-            train, burn_in = self.sequence_args(batch["sequences"])
-            loss, priorities = self.executor.execute("update_from_batch", train, tuple(batch["initial_states"]),
+                weights = np.ones(batch_size_of(sequences["rewards"]), np.float32)
+            train, burn_in = self.sequence_args(sequences)
+            loss, priorities = self.executor.execute("update_from_batch", train, tuple(initial_states),
                                                      weights, self.time_percentage, **burn_in)
             self.updates += 1
             results = dict(loss=float(loss), priorities=priorities)

@@ -49,7 +49,6 @@ def train(config, engine=None, env_id=None, backend=None, steps=None, seconds=No
             ``num_learners``, ``learner_rank`` (distributed; a learner of rank > 0, on another machine, follows
             learner 0 until it stops and returns its own summary), or any other key.
     """
-    from rlgraph.training import Trainer
     from rlgraph.training.loggers import check_loggers
 
     run = RunConfig.load(config, engine, env_id=env_id, backend=backend, seed=seed, steps=steps, seconds=seconds,
@@ -61,8 +60,21 @@ def train(config, engine=None, env_id=None, backend=None, steps=None, seconds=No
     run.execution.apply_tf_cpu_allocator()
     if run.follows:
         return _follow(run)
+    created = bool(logdir) and not os.path.exists(logdir)
     if logdir:
         _check_logdir(logdir, resume, overwrite)
+    try:
+        return _train(run, logdir, config_name, resume, overwrite, progress, loggers)
+    except BaseException:
+        if created and os.path.isdir(logdir) and not os.listdir(logdir):
+            os.rmdir(logdir)  # A run refused or stopped before it wrote anything leaves no empty logdir behind.
+        raise
+
+
+def _train(run, logdir, config_name, resume, overwrite, progress, loggers):
+    """``train``'s composition once the run config and the logdir are checked."""
+    from rlgraph.training import Trainer
+
     with _math_threads(run), _built(run) as engine, _evaluation_env(run) as eval_env:
         logdir = logdir or run.default_logdir(engine.agent.backend, config_name)
         effective = run.effective_config(engine.agent.backend)
@@ -206,6 +218,9 @@ def _check_logdir(logdir, resume, overwrite):
     from rlgraph.training.checkpoint_store import CheckpointStore
     if os.path.exists(logdir) and not os.path.isdir(logdir):
         raise RLGraphSpecError(f"logdir '{logdir}' is a file, not a directory.")
+    if resume and not os.path.isdir(logdir):
+        raise RLGraphSpecError(f"resume: logdir '{logdir}' does not exist, so there is nothing to resume (leave "
+                               f"resume out to start a new run there).")
     try:
         os.makedirs(logdir, exist_ok=True)
     except OSError as e:

@@ -1,6 +1,7 @@
 """The root component of Ape-X agents: DQN whose actors compute the initial priorities of what they store."""
 from rlgraph.components.algorithms.dqn_algorithm_component import DQNAlgorithmComponent
 from rlgraph.utils.decorators import rlgraph_api
+from rlgraph.utils.text import with_article
 from rlgraph.utils.validation import spec_error
 
 
@@ -26,7 +27,7 @@ class ApexAlgorithmComponent(DQNAlgorithmComponent):
         super().__init__(*args, **kwargs)
         if not self.prioritized:
             raise spec_error("ApexAlgorithmComponent", "memory_spec", "Ape-X needs a prioritized memory (type "
-                             f"'prioritized-replay'), got a {type(self.memory).__name__}.")
+                             f"'prioritized-replay'), got {with_article(type(self.memory).__name__)}.")
 
     @rlgraph_api
     def get_actor_priorities(self, records):

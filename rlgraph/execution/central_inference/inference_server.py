@@ -32,8 +32,9 @@ class InferenceServer:
     the actors are answered; then the completed steps become items for the learner (``add_step``), so the
     actors step their environments while the server assembles trajectories, feeds the learner and updates.
 
-    Updates: unroll learners (IMPALA, APPO) learn once ``batch_columns`` environment columns are queued (the
-    batch a local run learns from); replay learners follow their own schedule (``ready_to_update``).
+    Updates follow the learner's schedule (``Learner.updates_due``): unroll learners (IMPALA, APPO) learn once
+    ``batch_columns`` environment columns are queued (the batch a local run learns from), replay learners by
+    their replay ratio.
 
     Args:
         agent: The learner agent (``role="local"``: ``agent.actor`` and ``agent.learner``).
@@ -42,7 +43,8 @@ class InferenceServer:
         obs_spec: The optree spec of one observation (its leaves come in requests).
         batch_rows: The most environment rows one inference call serves.
         timeout_s: How long to wait for more actors to join a batch.
-        batch_columns: Unroll learners: environment columns per update (None: replay learner).
+        batch_columns: Environment columns per update of an unroll learner (``Learner.set_batch_columns``; None:
+            the learner's default).
     """
 
     def __init__(self, agent, transport, env_counts, obs_spec, batch_rows, timeout_s, batch_columns=None):
@@ -58,6 +60,8 @@ class InferenceServer:
         self.batch_rows = int(batch_rows)
         self.timeout_s = float(timeout_s)
         self.batch_columns = batch_columns
+        if batch_columns is not None:
+            self.learner.set_batch_columns(batch_columns)
         # Fixed per-environment epsilons (Ape-X, R2D2 "apex") are spread over all actors' environments.
         self.actor.place(0, self.total_envs)
         self.loop = ActorLoop(self.actor, agent.make_trajectory_builder(), sink=self.learner,
@@ -225,16 +229,12 @@ class InferenceServer:
         return steps, episodes, results
 
     def _learn(self):
+        """The updates the learner's schedule asks for now."""
         results = []
-        if self.batch_columns is not None:
-            queue = self.learner.queue
-            if queue and sum(b["unroll"]["rewards"].shape[1] for b in queue) >= self.batch_columns:
-                result = self.agent.update()
-                self.dropped_samples += int(result.get("dropped_samples", 0))
-                results.append(result)
-        else:
-            while self.agent.ready_to_update():
-                results.append(self.agent.update())
+        while self.agent.ready_to_update():
+            result = self.agent.update()
+            self.dropped_samples += int(result.get("dropped_samples", 0))
+            results.append(result)
         return results
 
     # --- statistics -----------------------------------------------------------------------------------------

@@ -12,6 +12,26 @@ logger = logging.getLogger(__name__)
 DEFAULT_SAMPLE_STEPS = 32
 
 
+class ShardedReplay:
+    """The learner's replay seam (``ReplayLearner.attach_replay``) for the engine's replay shards: what they hold,
+    as the engine last heard from them."""
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    @property
+    def stored(self):
+        """Records in the shards."""
+        return int(self.engine.shard_sizes.sum())
+
+    def can_sample(self, batch_size):
+        """Whether a shard can serve a whole batch."""
+        return bool((self.engine.shard_sizes >= batch_size).any())
+
+    def restore(self, stored):
+        """The shards' sizes come with their own state (``RayReplayEngine.set_run_state``)."""
+
+
 class RayReplayEngine(RayEngine):
     """Distributed prioritized replay (Horgan et al. 2018, Ape-X) for any replay learner.
 
@@ -19,9 +39,8 @@ class RayReplayEngine(RayEngine):
     results go straight from the actor to one of ``num_replay_shards`` ``ReplayShard`` actors (round robin;
     the learner's process only sees counts). The learner keeps ``replay_prefetch`` batch requests in flight
     to random shards, so it never waits on one round trip, learns from each batch with ``update(batch)`` and
-    sends the new priorities back to the shard it came from. Updates follow the config's replay ratio
-    (``update_spec``: ``updates_per_interval`` per ``update_interval`` env steps once the replay holds
-    ``steps_before_update``); when the learner falls more than ``max_update_backlog`` updates behind, actors
+    sends the new priorities back to the shard it came from. Updates follow the learner's schedule
+    (``ReplayLearner.updates_due``, the config's replay ratio, with the shards as its replay); when the learner falls more than ``max_update_backlog`` updates behind, actors
     are paused until it catches up. A replay shard that dies is recreated empty; the records lost are
     counted.
     """
@@ -30,11 +49,11 @@ class RayReplayEngine(RayEngine):
         from rlgraph.execution.ray.replay_shard import ReplayShard
 
         super().__init__(config, env_kwargs, learner_agent, spec, seed, checkpoint_replay)
-        settings = self.learner.replay_settings()
+        replay = self.learner.replay_spec
         self.num_shards = spec.num_replay_shards
-        self.shard_capacity = max(1, settings["capacity"] // self.num_shards)
-        self.alpha, self.beta = settings["alpha"], settings["beta"]
-        self.batch_size = int(self.learner.spec["batch_size"])
+        self.shard_capacity = max(1, replay.capacity // self.num_shards)
+        self.alpha, self.beta, self.keys = replay.alpha, replay.beta, replay.keys
+        self.batch_size = replay.batch_size
         if self.shard_capacity < self.batch_size:
             raise RLGraphError(f"execution_spec.num_replay_shards={self.num_shards}: each shard would hold "
                                f"{self.shard_capacity} records, fewer than update_spec.batch_size={self.batch_size}; "
@@ -45,29 +64,16 @@ class RayReplayEngine(RayEngine):
         self.vector_steps = spec.sample_steps or DEFAULT_SAMPLE_STEPS
         self.shard_restarts = 0
         self.records_lost = 0
-        self.updates_made = 0
-        self._ready_at = None
         self._next_shard = 0
         self._rng = np.random.default_rng(seed)
         self._adds = {}  # ref -> (shard, records)
         self._batches = {}  # ref -> shard
         self._priority_updates = {}  # ref -> shard
+        self.learner.attach_replay(ShardedReplay(self))
 
     def _make_shard(self, k):
-        return self._created(self._shard_class.remote(self.learner.replay_keys, self.shard_capacity, self.alpha,
-                                                      self.beta, self.seed + 7919 * (k + 1)))
-
-    def _updates_due(self):
-        """Updates the replay ratio asks for now minus those made."""
-        learner = self.learner
-        # Learning starts once the learner's schedule allows it and a shard can serve a whole batch.
-        if self._ready_at is None and not (learner.data_ready() and (self.shard_sizes >= self.batch_size).any()):
-            return 0
-        if self._ready_at is None:
-            self._ready_at = learner.timesteps
-        spec = learner.spec
-        intervals = (learner.timesteps - self._ready_at) // spec["update_interval"] + 1
-        return int(intervals * spec["updates_per_interval"]) - self.updates_made
+        return self._created(self._shard_class.remote(self.keys, self.shard_capacity, self.alpha, self.beta,
+                                                      self.seed + 7919 * (k + 1)))
 
     def _replace_shard(self, k, why):
         if self.shard_restarts >= self.spec.max_actor_restarts:
@@ -94,7 +100,7 @@ class RayReplayEngine(RayEngine):
         steps, episodes, results = 0, [], []
         learner = self.learner
         while steps < num_env_steps:
-            due = self._updates_due()
+            due = learner.updates_due()
             sampleable = (self.shard_sizes >= self.batch_size).any()
             # Actors pause while the learner is too far behind (and can catch up: a shard serves batches).
             if due - len(self._batches) <= self.spec.max_update_backlog or not sampleable:
@@ -128,17 +134,15 @@ class RayReplayEngine(RayEngine):
                     k, num = self._adds.pop(ref)
                     if self._get(ref, k, "an insert") is not None:
                         self.shard_sizes[k] = min(self.shard_sizes[k] + num, self.shard_capacity)
-                        learner.count_stored(num)
                 elif ref in self._batches:
                     k = self._batches.pop(ref)
                     batch = self._get(ref, k, "a sample")
                     if batch is None:
                         continue
                     records, indices, weights = batch
-                    result = self.agent.update(learner.batch_from_replay(records, weights))
-                    priorities = learner.pop_priorities(result)
+                    result = self.agent.update(dict(records, importance_weights=weights))
+                    priorities = result.pop("priorities")
                     self._priority_updates[self.shards[k].update_priorities.remote(indices, priorities)] = k
-                    self.updates_made += 1
                     results.append(result)
                 elif ref in self._priority_updates:
                     self._get(ref, self._priority_updates.pop(ref), "a priority update")
@@ -155,9 +159,8 @@ class RayReplayEngine(RayEngine):
     def get_run_state(self):
         """The learner's run state plus the replay shards' contents and the replay schedule's counters."""
         shards = self.ray.get([s.get_state.remote() for s in self.shards]) if self.checkpoint_replay else None
-        return dict(super().get_run_state(), shards=shards,
-                    shard_sizes=self.shard_sizes.copy(), updates_made=int(self.updates_made),
-                    ready_at=self._ready_at, next_shard=int(self._next_shard), rng=self._rng.bit_generator.state,
+        return dict(super().get_run_state(), shards=shards, shard_sizes=self.shard_sizes.copy(),
+                    next_shard=int(self._next_shard), rng=self._rng.bit_generator.state,
                     records_lost=int(self.records_lost))
 
     def set_run_state(self, state):
@@ -168,7 +171,6 @@ class RayReplayEngine(RayEngine):
             state = dict(state, shards=[s.get_state.remote() for s in self.shards])
             state["shards"] = self.ray.get(state["shards"])
             state["shard_sizes"] = np.zeros(self.num_shards, np.int64)
-            state["ready_at"] = None
         try:
             shards, sizes = list(state["shards"]), np.asarray(state["shard_sizes"], np.int64)
             if len(shards) != self.num_shards or sizes.shape != (self.num_shards,):
@@ -176,8 +178,11 @@ class RayReplayEngine(RayEngine):
                                  f"(execution_spec.num_replay_shards)")
             self.ray.get([shard.set_state.remote(s) for shard, s in zip(self.shards, shards)])
             self.shard_sizes = sizes
-            self.updates_made, self._next_shard = int(state["updates_made"]), int(state["next_shard"])
-            self._ready_at = None if state["ready_at"] is None else int(state["ready_at"])
+            self._next_shard = int(state["next_shard"])
+            if "ready_at" in state:  # A run state of rlgraph <= stop 38: the replay ratio's origin was kept here.
+                learner = self.learner
+                learner.set_state(dict(learner.get_state(), anchor=state["ready_at"],
+                                       updates_at_anchor=learner.updates - int(state["updates_made"])))
             self._rng.bit_generator.state = state["rng"]
             self.records_lost = int(state["records_lost"])
         except (KeyError, TypeError, ValueError) as e:
@@ -185,7 +190,19 @@ class RayReplayEngine(RayEngine):
                                          f"{e}.") from None
 
     def processes(self):
-        return dict(super().processes(), replay_shards=self.ray.get([s.pid.remote() for s in self.shards]))
+        """Adds the replay shards' process ids; a shard that died (e.g. while starting) is recreated first."""
+        pids = []
+        for k in range(self.num_shards):
+            for attempt in range(2):
+                try:
+                    pids.append(self.ray.get(self.shards[k].pid.remote(), timeout=self.spec.sample_timeout_s))
+                    break
+                except (self.ray.exceptions.RayActorError, self.ray.exceptions.GetTimeoutError) as e:
+                    if attempt:
+                        raise RLGraphError(f"Ray engine: replay shard {k} does not start ({type(e).__name__}).") \
+                            from None
+                    self._replace_shard(k, f"died while starting ({type(e).__name__})")
+        return dict(super().processes(), replay_shards=pids)
 
     def summary(self):
         return dict(super().summary(), num_replay_shards=self.num_shards, replay_shard_restarts=self.shard_restarts,

@@ -21,17 +21,15 @@ class RayUnrollEngine(RayEngine):
         self.batch_columns = max(1, int(env_kwargs.get("num_envs", 1)))
         results_per_update = -(-self.batch_columns // self.envs_per_actor)
         self.queue_size = spec.learner_queue_size or results_per_update + self.num_actors * spec.max_samples_in_flight
+        self.learner.set_batch_columns(self.batch_columns, max_pending=self.queue_size)
         self.dropped_samples = 0
-
-    def _queued_columns(self):
-        return sum(b["unroll"]["rewards"].shape[1] for b in self.learner.queue)
 
     def _run(self, num_env_steps):
         steps, episodes, results = 0, [], []
         while steps < num_env_steps:
             for index in range(self.num_actors):
                 while (self._in_flight_of(index) < self.spec.max_samples_in_flight
-                       and len(self._in_flight) + len(self.learner.queue) < self.queue_size):
+                       and len(self._in_flight) + self.learner.pending_items < self.queue_size):
                     self._launch(index, self.vector_steps)
             ready = self._wait(self._in_flight, timeout=1.0)
             if not ready:
@@ -52,8 +50,7 @@ class RayUnrollEngine(RayEngine):
             self._steps_since_sync += stats["env_steps"]
             steps += stats["env_steps"]
             episodes.extend(stats["episodes"])
-            # Learn once the batch is complete, or when the queue is full (a small learner_queue_size).
-            if self._queued_columns() >= self.batch_columns or len(self.learner.queue) >= self.queue_size:
+            while self.learner.ready_to_update():
                 result = self.agent.update()
                 self.dropped_samples += int(result.get("dropped_samples", 0))
                 results.append(result)
