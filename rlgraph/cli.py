@@ -14,14 +14,62 @@ import numpy as np
 logger = logging.getLogger("rlgraph")
 
 
+#: The ``rlgraph train`` flags that only some engines use: destination -> (flag, the engines that use it).
+ENGINE_FLAGS = dict(num_actors=("--num-actors", ("ray", "central")), ray_address=("--ray-address", ("ray",)),
+                    transport=("--transport", ("central",)), num_learners=("--num-learners", ("distributed",)),
+                    learner_rank=("--learner-rank", ("distributed",)))
+
+
+def _check_engine_flags(args):
+    """Refuses a flag that the run's engine would ignore, naming the flag and the engines that use it."""
+    from rlgraph.utils.errors import RLGraphSpecError
+    for dest, (flag, engines) in ENGINE_FLAGS.items():
+        value = getattr(args, dest, None)
+        if value is not None and args.engine not in engines:
+            users = " and ".join(engines) + (" engines use" if len(engines) > 1 else " engine uses")
+            raise RLGraphSpecError(f"{flag} {value}: only the {users} it, and this run's engine is {args.engine} "
+                                   f"(add --engine {engines[0]}, or leave {flag} out).")
+
+
+def _check_resume(logdir):
+    """``--resume`` needs a logdir that exists and holds a checkpoint: checked before anything is imported or
+    built (and before the run would create the logdir)."""
+    from rlgraph.training.checkpoint_store import CheckpointStore
+    from rlgraph.utils.errors import RLGraphError
+    if not os.path.isdir(logdir):
+        raise RLGraphError(f"--resume: logdir '{logdir}' does not exist, so there is nothing to resume (leave "
+                           f"--resume out to start a new run there).")
+    if not CheckpointStore(logdir).exists():
+        raise RLGraphError(f"--resume: no checkpoint in '{logdir}'.")
+
+
+def _remove_if_empty(path):
+    """Removes the directory ``path`` if it is empty (a logdir a refused run created); keeps it otherwise."""
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
+
+
 def _train(args):
+    from rlgraph.execution.run_config import check_env_id
+    check_env_id(args.env)
+    _check_engine_flags(args)
+    if args.resume:
+        _check_resume(args.logdir)
+    created = bool(args.logdir) and not os.path.lexists(args.logdir)
     from rlgraph.execution.runner import train
-    summary = train(args.config, engine=args.engine, env_id=args.env, backend=args.backend, steps=args.steps,
-                    seconds=args.seconds, logdir=args.logdir, seed=args.seed, resume=args.resume,
-                    overwrite=args.overwrite,
-                    num_actors=args.num_actors, ray_address=args.ray_address, transport=args.transport,
-                    num_learners=args.num_learners, learner_rank=args.learner_rank, overrides=args.overrides,
-                    loggers=args.loggers, progress=args.progress)
+    try:
+        summary = train(args.config, engine=args.engine, env_id=args.env, backend=args.backend, steps=args.steps,
+                        seconds=args.seconds, logdir=args.logdir, seed=args.seed, resume=args.resume,
+                        overwrite=args.overwrite,
+                        num_actors=args.num_actors, ray_address=args.ray_address, transport=args.transport,
+                        num_learners=args.num_learners, learner_rank=args.learner_rank, overrides=args.overrides,
+                        loggers=args.loggers, progress=args.progress)
+    except BaseException:
+        if created:  # A run refused (or stopped) before it wrote anything leaves no empty logdir behind.
+            _remove_if_empty(args.logdir)
+        raise
     logdir = summary.pop("logdir")
     print(json.dumps(summary, indent=1))
     if logdir:
@@ -49,26 +97,35 @@ def _tune(args):
     return 130 if out["interrupted"] else 0
 
 
-def _evaluate(args):
-    from rlgraph.utils.errors import RLGraphError
-    from rlgraph.execution.runner import env_kwargs_of, load_config, make_agent, make_vector_env
-    from rlgraph.workers import VectorWorker
-    config, _ = load_config(args.config, overrides=args.overrides)
-    env = make_vector_env(env_kwargs_of(config, args.env, args.seed, num_envs=min(args.episodes, 16)))
-    agent = make_agent(config, env, args.backend, args.seed)
+def _model_path(checkpoint):
+    """The model directory of ``--checkpoint`` (a run's logdir: its newest checkpoint that passes its checksums;
+    a checkpoint; a model); checked before any backend is imported."""
     from rlgraph.training.checkpoint_store import CheckpointStore
-    path = args.checkpoint
-    store = CheckpointStore(path)
+    from rlgraph.utils.errors import RLGraphError
+    store = CheckpointStore(checkpoint)
     if store.exists():
-        # A run's logdir: its newest checkpoint that passes its checksums.
         found = store.latest()
         if found is None:
-            raise RLGraphError(f"--checkpoint '{path}' holds no complete checkpoint.")
-        path = os.path.join(found[0], "model")
-    elif os.path.isdir(os.path.join(path, "model")):
-        path = os.path.join(path, "model")
-    elif not os.path.isdir(path):
-        raise RLGraphError(f"--checkpoint '{path}' is not a directory (a run's logdir or a stored model).")
+            raise RLGraphError(f"--checkpoint '{checkpoint}' holds no complete checkpoint.")
+        return os.path.join(found[0], "model")
+    if os.path.isdir(os.path.join(checkpoint, "model")):
+        return os.path.join(checkpoint, "model")
+    if not os.path.isdir(checkpoint):
+        raise RLGraphError(f"--checkpoint '{checkpoint}' is not a directory (a run's logdir or a stored model).")
+    return checkpoint
+
+
+def _evaluate(args):
+    from rlgraph.execution.run_config import check_env_id, env_kwargs_of, load_config
+    from rlgraph.utils.validation import Int, check
+    check(None, "--episodes", args.episodes, Int(min=1))
+    check_env_id(args.env)
+    config, _ = load_config(args.config, overrides=args.overrides)
+    path = _model_path(args.checkpoint)
+    from rlgraph.execution.runner import make_agent, make_vector_env
+    from rlgraph.workers import VectorWorker
+    env = make_vector_env(env_kwargs_of(config, args.env, args.seed, num_envs=min(args.episodes, 16)))
+    agent = make_agent(config, env, args.backend, args.seed)
     agent.load_model(path)
     returns = VectorWorker(agent, env, learn=False).evaluate(env, args.episodes)
     print(json.dumps(dict(mean_return=float(np.mean(returns)), episodes=len(returns),
@@ -236,7 +293,7 @@ def main(argv=None):
     train = sub.add_parser("train", help="train an agent from a JSON config")
     train.add_argument("config", help="e.g. configs/dqn_cartpole.json")
     train.add_argument("--env", default=None, help="environment id overriding the config's")
-    train.add_argument("--backend", choices=["tf", "pytorch"], default=None)
+    train.add_argument("--backend", choices=["tf", "pytorch", "jax"], default=None)
     _engine_option(train, ENGINES, "the engine that runs the training (local: one process, vectorized "
                                    "environments; ray: actor processes on a Ray cluster, the learner here; central: "
                                    "backend-free actor processes, batched inference and learning here; distributed: "
@@ -273,7 +330,7 @@ def main(argv=None):
     evaluate.add_argument("--checkpoint", required=True, help="a run's logdir or a model directory")
     evaluate.add_argument("--episodes", type=int, default=20)
     evaluate.add_argument("--env", default=None)
-    evaluate.add_argument("--backend", choices=["tf", "pytorch"], default=None)
+    evaluate.add_argument("--backend", choices=["tf", "pytorch", "jax"], default=None)
     evaluate.add_argument("--seed", type=int, default=12345)
     tune = sub.add_parser("tune", help="sweep config values on Ray Tune: one rlgraph run per trial")
     tune.add_argument("config", help="e.g. configs/dqn_cartpole.json")
@@ -299,7 +356,7 @@ def main(argv=None):
     _engine_option(tune, tuple(e for e in ENGINES if e != "distributed"), "each trial's engine (as rlgraph train "
                                                                           "--engine)")
     tune.add_argument("--env", default=None, help="environment id overriding the config's")
-    tune.add_argument("--backend", choices=["tf", "pytorch"], default=None)
+    tune.add_argument("--backend", choices=["tf", "pytorch", "jax"], default=None)
     tune.add_argument("--seed", type=int, default=0)
     for command in (train, tune):
         command.add_argument("--logger", action="append", dest="loggers", default=None,
@@ -335,7 +392,7 @@ def main(argv=None):
 
     demo = sub.add_parser("demo", help="build a small component graph from a JSON config on each backend and run it")
     demo.add_argument("config", help="path to a demo config, e.g. examples/demo_network.json")
-    demo.add_argument("--backend", choices=["tf", "pytorch"], default=None)
+    demo.add_argument("--backend", choices=["tf", "pytorch", "jax"], default=None)
     demo.add_argument("--seed", type=int, default=0)
 
     for command in sub.choices.values():

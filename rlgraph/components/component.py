@@ -1,14 +1,17 @@
 """The base class of everything a graph is made of."""
 import contextlib
 import copy
+import functools
 import logging
+import os
 import re
 from collections import OrderedDict
 
 import numpy as np
 
 from rlgraph.utils.decorators import GraphFunction, graph_fn, inherit_graph_fn_impls, rlgraph_api
-from rlgraph.utils.errors import RLGraphAPIError, RLGraphBuildError, RLGraphError, RLGraphRuntimeError
+from rlgraph.utils.errors import (RLGraphAPIError, RLGraphBuildError, RLGraphError, RLGraphRuntimeError,
+                                  RLGraphSpecError)
 from rlgraph.utils.initializers import initial_value, variable_rng
 from rlgraph.utils.specifiable import Specifiable
 
@@ -17,6 +20,56 @@ logger = logging.getLogger(__name__)
 
 def _kebab(name):
     return re.sub(r"(?<!^)(?=[A-Z])", "-", name).lower()
+
+
+#: Attributes that ``Component.__init__`` sets: asked for on a component whose ``__init__`` never called it, they
+#: raise the error saying so (instead of Python's ``AttributeError``).
+_BASE_ATTRIBUTES = frozenset(("api_methods", "graph_fns", "sub_components", "parent", "scope", "_scope_given",
+                              "_device", "_trainable", "backend", "variable_registry", "weight_names", "seed",
+                              "api_input_spaces", "api_method_input_spaces", "input_complete", "variable_complete",
+                              "built", "in_build_run"))
+
+
+def _not_initialized(cls_name):
+    return RLGraphAPIError(f"{cls_name}.__init__ does not call super().__init__(...): a Component's __init__ must "
+                           f"call it (e.g. super().__init__(scope=scope, **kwargs)) before the component is used.")
+
+
+def _check_base_init(cls, init):
+    """``init`` (a subclass's own ``__init__``) followed by the check that it ran ``Component.__init__``."""
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        if "api_methods" not in self.__dict__:
+            raise _not_initialized(cls.__name__)
+    __init__._rlgraph_base_init_checked = True
+    return __init__
+
+
+def bytes_text(n):
+    """``n`` bytes as "16.0 TiB", "512.0 MiB", ..."""
+    n = float(n)
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+def machine_memory(available=False):
+    """This machine's physical memory in bytes, or (``available``) the part of it available now (Linux's
+    MemAvailable; elsewhere the total); None where the system does not tell."""
+    if available:
+        try:
+            with open("/proc/meminfo") as f:
+                for line in f:
+                    if line.startswith("MemAvailable:"):
+                        return int(line.split()[1]) * 1024
+        except (OSError, ValueError, IndexError):
+            pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 class Component(Specifiable):
@@ -77,8 +130,52 @@ class Component(Specifiable):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        # A subclass whose __init__ forgets super().__init__() is told so at construction, naming the class.
+        init = cls.__dict__.get("__init__")
+        if init is not None and not getattr(init, "_rlgraph_base_init_checked", False):
+            cls.__init__ = _check_base_init(cls, init)
         # A graph function overridden for one backend only keeps the inherited implementations of the others.
         inherit_graph_fn_impls(cls)
+
+    def __getattr__(self, name):
+        # Only called for attributes not found: those of Component.__init__ mean that it never ran.
+        if name in _BASE_ATTRIBUTES and "api_methods" not in self.__dict__:
+            raise _not_initialized(type(self).__name__)
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def check_size(self, nbytes, what, fix=None, needed=None, available=False):
+        """Refuses, before anything is allocated, storage that could never fit into this machine's memory.
+
+        Args:
+            nbytes: The bytes it would take.
+            what: What would take them (e.g. "its variable 'kernel' of shape (4, 1000000000) float32").
+            fix: The argument to lower (e.g. "capacity"); the error names it under the component's config path
+                (``spec_path``, set by ``from_spec``, e.g. "memory_spec.capacity"). None: the sizes in its spec.
+            needed: The bytes that making it takes at its peak (default ``nbytes``).
+            available: Compare with the memory available now (storage filled at once), not the machine's total
+                (storage that fills over a run).
+
+        Raises:
+            RLGraphSpecError: More than the machine's memory.
+        """
+        total = machine_memory(available)
+        needed = nbytes if needed is None else needed
+        if total is None or needed <= total:
+            return
+        if needed > nbytes:
+            what = f"{what} takes {bytes_text(nbytes)} and"
+        verb = "would need" if needed > nbytes else "would take"
+        where = self.__dict__.get("spec_path")
+        key = (f"{where}.{fix}" if where else None) if fix else where
+        have = f"the {bytes_text(total)} of memory available" if available else \
+            f"this machine's {bytes_text(total)} of memory"
+        lower = f"lower {fix}" if fix else "lower the sizes in its spec"
+        reason = (f"{type(self).__name__} '{self.global_scope}': {what} {verb} {bytes_text(needed)}"
+                  f"{' to be made' if needed > nbytes else ''}, more than {have}; {lower}.")
+        if key is None:  # (Built in code, not from a config.)
+            raise RLGraphSpecError(reason)
+        # Keyed: Specifiable.from_spec restates it under the full config path (agent.memory_spec.capacity).
+        raise RLGraphSpecError(f"{key}: {reason}", key=key, reason=reason)
 
     @classmethod
     def _collect_api(cls):
@@ -213,6 +310,14 @@ class Component(Specifiable):
         if full_name in self.variable_registry:
             raise RLGraphBuildError(f"'{self.global_scope}' already has a variable '{name}'.")
         dtype = np.dtype(dtype)
+        shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+        count = 1
+        for d in shape:
+            count *= d
+        # Made as a float64 numpy array, cast, then copied by the backend: the peak is about 8 + 2 x itemsize
+        # bytes per element, all at once.
+        self.check_size(count * dtype.itemsize, f"its variable '{name}' of shape {shape} {dtype.name}",
+                        needed=count * (8 + 2 * dtype.itemsize), available=True)
         is_weight = trainable is not False and dtype.kind == "f"
         if trainable is None:
             trainable = self.trainable and dtype.kind == "f"

@@ -79,8 +79,36 @@ def load_config(path_or_dict, name="config", overrides=None):
         got = "missing" if "environment_spec" not in config else f"{config['environment_spec']!r}"
         raise RLGraphSpecError(f"{name}: environment_spec must be a JSON object (e.g. {{\"env_spec\": "
                                f"\"CartPole-v1\", \"num_envs\": 8}}), got {got}.")
+    _check_network_spec(config)
     train = check_spec(config.get("train_spec", {}), TRAIN_SPEC_SCHEMA, "train_spec", defaults=DEFAULT_TRAIN_SPEC)
     return config, train
+
+
+#: The explicit form of a network without hidden layers (a policy linear in the observations).
+LINEAR_NETWORK_SPEC = [{"type": "activation", "activation": "linear"}]
+
+
+def _check_network_spec(config):
+    """Refuses an empty ``network_spec`` (no layers: the agent would train a linear model without a word); a
+    linear model on purpose is written ``LINEAR_NETWORK_SPEC``."""
+    spec = config.get("network_spec")
+    layers = spec.get("layers") if isinstance(spec, dict) and set(spec) <= {"type", "layers"} else spec
+    if isinstance(layers, (list, tuple)) and len(layers) == 0:
+        raise RLGraphSpecError(f"network_spec: an empty list of layers would train a linear model of the "
+                               f"observations; give the layers, e.g. [{{\"type\": \"dense\", \"units\": 64, "
+                               f"\"activation\": \"relu\"}}], or, for a linear model on purpose, "
+                               f"{json.dumps(LINEAR_NETWORK_SPEC)}.", key="network_spec")
+
+
+def check_env_id(env_id, flag="--env"):
+    """``env_id`` (an environment id overriding the config's) if it is None or a non-empty string.
+
+    Raises:
+        RLGraphSpecError: An empty or blank id, or not a string, naming ``flag``.
+    """
+    if env_id is not None and (not isinstance(env_id, str) or not env_id.strip()):
+        raise RLGraphSpecError(f"{flag}: expected an environment id such as 'CartPole-v1', got {env_id!r}.")
+    return env_id
 
 
 def env_kwargs_of(config, env_id=None, seed=0, num_envs=None):
@@ -193,12 +221,18 @@ class RunConfig:
             raise TypeError(f"unexpected keyword argument(s) {', '.join(unknown)}: neither an argument of the run "
                             f"nor an execution_spec key ({', '.join(EXECUTION_KEYS)}).")
         path = config if not isinstance(config, dict) else None
+        check_env_id(env_id, "env_id (--env)")
         config, train_spec = load_config(config, name, overrides)
         check_args(None, RUN_ARG_RULES, dict(steps=steps, seconds=seconds, seed=seed))
         spec = ExecutionSpec.from_config(config, **execution)
         if engine != "distributed" and spec.num_learners != 1:
             raise RLGraphSpecError(f"num_learners {spec.num_learners}: several learners need --engine distributed "
                                    f"(the {engine} engine has one learner).")
+        if engine == "ray" and spec.ray_address:
+            # A cluster that does not answer is refused now, before the agent is built (the engine checks it
+            # again when it joins): one line in seconds, not a hang in ray.init.
+            from rlgraph.execution.ray.ray_engine import _check_address
+            _check_address(spec.ray_address)
         if steps is None and seconds is None:
             steps, seconds = train_spec["steps"], train_spec["seconds"]
             if steps is None and seconds is None:

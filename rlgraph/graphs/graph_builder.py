@@ -12,7 +12,7 @@ from rlgraph.graphs.meta_graph_builder import MetaGraphBuilder, select_api_metho
 from rlgraph.graphs.records import Record, flatten_records
 from rlgraph.spaces import BoolBox, ContainerSpace, Dict, FloatBox, IntBox, Space, TextBox, Tuple
 from rlgraph.utils.errors import (RLGraphBackendError, RLGraphBuildError, RLGraphError, RLGraphInputIncompleteError,
-                                  RLGraphSpaceError)
+                                  RLGraphSpaceError, RLGraphSpecError)
 
 logger = logging.getLogger(__name__)
 
@@ -282,6 +282,10 @@ class GraphBuilder:
             comp.check_input_spaces(spaces, self.action_space)
             with self.backend.variable_scope(comp.device):
                 comp.create_variables(spaces, self.action_space)
+        except RLGraphSpecError as e:
+            if e.key is not None:  # A config key's error (e.g. a size too large): kept, to be named in full.
+                raise
+            raise type(e)(f"Component '{comp.global_scope}': {e}") from e
         except RLGraphError as e:
             raise type(e)(f"Component '{comp.global_scope}': {e}") from e
         except Exception as e:
@@ -349,9 +353,17 @@ class GraphBuilder:
                 out = fn(*args, **kwargs)
             except Exception as e:
                 spaces = ", ".join(_space_text(a.space) if isinstance(a, Record) else repr(a) for a in node.args)
+                where = (f"Graph function '{node.fn.name}' of component '{comp.global_scope}' (called by API method "
+                         f"'{node.api_call.info.name}')")
+                if _is_python_control_flow_on_tensor(e):
+                    raise _GraphFnFailed(RLGraphBuildError(
+                        f"{where} uses a tensor as a Python bool or iterates over it (an `if`, `while`, `and`/`or`/"
+                        f"`not` or a `for` on a tensor), which works on PyTorch only: a graph function's tensors "
+                        f"have no value while TensorFlow's graph is made. Write self.ops.where(condition, x, y) to "
+                        f"choose element-wise (compute both branches), reduce to a Python constant outside the "
+                        f"graph function, or loop over a Python range."), e) from e
                 raise _GraphFnFailed(RLGraphBuildError(
-                    f"Graph function '{node.fn.name}' of component '{comp.global_scope}' (called by API method "
-                    f"'{node.api_call.info.name}') failed on inputs ({spaces}): {type(e).__name__}: {e}"), e) from e
+                    f"{where} failed on inputs ({spaces}): {type(e).__name__}: {e}"), e) from e
             runs.append(self._split_outputs(node, out))
         time_major = self._time_layout(node)
         node.done = True
@@ -500,6 +512,13 @@ def _container(cls, children):
         kw = dict(add_batch_rank=prims[0].has_batch_rank, add_time_rank=prims[0].has_time_rank,
                   time_major=prims[0].time_major)
     return cls(children, **kw)
+
+
+def _is_python_control_flow_on_tensor(error):
+    """Whether ``error`` is TensorFlow's refusal of a symbolic tensor used as a Python bool or iterated over
+    (``OperatorNotAllowedInGraphError``), found without importing TensorFlow."""
+    return any(k.__name__ == "OperatorNotAllowedInGraphError" and k.__module__.startswith("tensorflow")
+               for k in type(error).__mro__)
 
 
 class _GraphFnFailed(Exception):

@@ -2,7 +2,7 @@
 import logging
 
 from rlgraph.graphs.meta_graph import APICall, GraphFnCall, MetaGraph
-from rlgraph.graphs.records import Record, contains_records, to_record
+from rlgraph.graphs.records import Record, contains_records, flatten_records, to_record
 from rlgraph.utils.decorators import assembling
 from rlgraph.utils.errors import RLGraphAPIError, RLGraphBuildError
 
@@ -91,6 +91,8 @@ class MetaGraphBuilder:
         finally:
             self._stack.pop()
         call.outputs = outputs
+        if outputs is None:
+            _check_forgotten_return(call)
         return outputs
 
     def call_graph_fn(self, component, gf, args, kwargs):
@@ -107,6 +109,40 @@ class MetaGraphBuilder:
         if not node.outputs:
             return None
         return node.outputs[0] if len(node.outputs) == 1 else tuple(node.outputs)
+
+
+def _base_records(record, out):
+    """Adds ``record`` and the records it is made of (the one it indexes, a structure's members) to ``out``."""
+    if record.id in out:
+        return
+    out.add(record.id)
+    if record.parent is not None:
+        _base_records(record.parent, out)
+    if record.children is not None:
+        for child in flatten_records(record.children):
+            _base_records(child, out)
+
+
+def _check_forgotten_return(call):
+    """An API method that returned None although the last call in its body produced values that nothing used:
+    it forgot its ``return`` (its callers would silently get None). Raises ``RLGraphAPIError`` naming it."""
+    used = set()
+    for c in call.calls:
+        inputs = c.input_records() if isinstance(c, GraphFnCall) else flatten_records(list(c.args.values()))
+        for rec in inputs:
+            _base_records(rec, used)
+    for c in reversed(call.calls):
+        produced = c.outputs if isinstance(c, GraphFnCall) else flatten_records(c.outputs)
+        if not produced:
+            continue
+        if not any(rec.id in used for rec in produced):
+            what = f"graph function '{c.fn.name}'" if isinstance(c, GraphFnCall) else \
+                f"API method '{c.info.name}' of '{c.component.global_scope}'"
+            raise RLGraphAPIError(f"API method '{call.info.name}' of '{call.component.global_scope}' returns None, "
+                                  f"but the values of its call of {what} are used by nothing: write `return "
+                                  f"{'self.' + c.fn.name if isinstance(c, GraphFnCall) else '...'}(...)` (or drop "
+                                  f"the call).")
+        return
 
 
 def select_api_methods(root, api_methods=None):

@@ -144,7 +144,8 @@ class CheckpointStore:
                 logger.warning("Skipping a damaged checkpoint '%s': %s", path, e)
                 continue
             if problems:
-                logger.warning("Resuming from the older checkpoint '%s'.", path)
+                # (Resume and evaluate both read it: the message says which checkpoint, not what for.)
+                logger.warning("Using the older checkpoint '%s' (the newer ones are damaged).", path)
             return path, state
         if problems:
             raise RLGraphCheckpointError(f"every checkpoint in '{self.logdir}' is damaged: " + "; ".join(problems))

@@ -84,6 +84,7 @@ class Trainer:
         self.target_return = target_return
         self.stop_at_target = stop_at_target
         self.chunk_steps = int(chunk_steps)
+        self._running_chunk = None  # The env steps of the chunk the engine runs now (None between chunks).
         self.checkpoint_every_seconds = checkpoint_every_seconds
         self.metadata = dict(metadata or {})
         self.progress_mode = _progress_mode(progress)
@@ -186,7 +187,9 @@ class Trainer:
                 if self.max_steps is not None:
                     chunk = max(1, min(chunk, self.max_steps - self.state["env_steps"]))
                 t0 = time.perf_counter()
+                self._running_chunk = chunk
                 out = self.engine.run(chunk)
+                self._running_chunk = None
                 dt = time.perf_counter() - t0
                 self._record(out, writer, start)
                 if not self._graph_written:
@@ -277,8 +280,12 @@ class Trainer:
         except Exception:  # (The agent may be in no state to answer; the original error stands.)
             return
         if bad:
+            # The error came from inside a chunk: the steps it had made are not counted yet (the engine reports
+            # them when the chunk returns), so name the range of the chunk, not its start as if nothing ran.
+            done, chunk = self.state["env_steps"], self._running_chunk
+            when = f"between env steps {done} and {done + chunk}" if chunk else f"after env step {done}"
             raise RLGraphDivergenceError(
-                f"training diverged at env step {self.state['env_steps']}: weights {bad[:3]} hold NaN or inf "
+                f"training diverged {when}: weights {bad[:3]} hold NaN or inf "
                 f"(then: {type(error).__name__}: {error}). The usual cause is a learning rate far too high "
                 f"(optimizer_spec.learning_rate). {self._checkpoint_note()}") from error
 

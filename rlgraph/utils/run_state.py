@@ -12,6 +12,7 @@ import os
 import numpy as np
 
 from rlgraph.utils.errors import RLGraphCheckpointError
+from rlgraph.utils.text import with_article
 
 #: The files of a stored run state.
 ARRAYS_FILE = "run_state.npz"
@@ -47,8 +48,8 @@ def encode_tree(tree, arrays, path="state"):
         return [encode_tree(v, arrays, f"{path}/{i}") for i, v in enumerate(tree)]
     if tree is None or isinstance(tree, (bool, int, float, str)):
         return tree
-    raise RLGraphCheckpointError(f"run state '{path}': a {type(tree).__name__} cannot be stored (only dicts, lists, "
-                                 f"tuples, numpy arrays and JSON scalars).")
+    raise RLGraphCheckpointError(f"run state '{path}': {with_article(type(tree).__name__)} cannot be stored (only "
+                                 f"dicts, lists, tuples, numpy arrays and JSON scalars).")
 
 
 def decode_tree(tree, arrays):

@@ -27,6 +27,7 @@ import os
 import sys
 
 from rlgraph.utils.errors import RLGraphSpecError
+from rlgraph.utils.text import with_article
 
 logger = logging.getLogger(__name__)
 
@@ -168,7 +169,7 @@ class Specifiable:
         """Returns the subclass of ``cls`` named ``type_name`` (case- and separator-insensitive)."""
         if isinstance(type_name, type):
             if not issubclass(type_name, cls):
-                raise _keyed(path, f"class {type_name.__name__} is not a {cls.__name__}.")
+                raise _keyed(path, f"class {type_name.__name__} is not {with_article(cls.__name__)}.")
             return type_name
         if not isinstance(type_name, str):
             raise _keyed(path, f"expected a type name (str), got {type_name!r}.")
@@ -252,7 +253,7 @@ class Specifiable:
                 reason = f"unknown key '{k}' for {klass.__name__}.{hint} Accepted keys: {', '.join(sorted(keys))}."
                 raise RLGraphSpecError(f"{path}.{k}: {reason}", key=f"{path}.{k}", reason=reason)
         try:
-            return klass(**spec)
+            obj = klass(**spec)
         except RLGraphSpecError as e:
             if e.key is not None:
                 # A checked key (rlgraph.utils.validation): restate it under this spec's path.
@@ -263,3 +264,21 @@ class Specifiable:
             raise RLGraphSpecError(f"{path} ({klass.__name__}): {e}") from e
         except TypeError as e:
             raise RLGraphSpecError(f"{path}: cannot build {klass.__name__} from {spec}: {e}") from e
+        if _path:
+            _record_spec_path(obj, _path)
+        return obj
+
+
+def _record_spec_path(obj, path):
+    """Notes where in a config ``obj`` was specified (``obj.spec_path``, e.g. "network_spec.layers[0]"), so that
+    an error found later (at the build) can name the config key. The components built inside its spec got
+    paths relative to it: they are prefixed with ``path``."""
+    try:
+        subs = obj.get_all_sub_components() if callable(getattr(obj, "get_all_sub_components", None)) else []
+        for sub in subs:
+            inner = sub.__dict__.get("spec_path")
+            if inner:
+                sub.spec_path = f"{path}.{inner}"
+        obj.spec_path = path
+    except (AttributeError, TypeError):  # (An object without a __dict__, or one that refuses attributes.)
+        pass

@@ -254,7 +254,19 @@ class Schedule(Rule):
     def describe(self):
         return f"{self.number.describe()} or a schedule such as [\"linear\", from, to]"
 
+    def check(self, value, owner, key):
+        # A half-written schedule (["linear", 1.0], ["linear"], {"type": "linear", "from_": 1.0}) would stay
+        # constant at its start value: refused with the form it needs.
+        missing = half_written_schedule(value)
+        if missing:
+            raise spec_error(owner, key, f"the schedule {_got(value)} lacks its {missing} and would stay constant: "
+                                         f"write it whole, e.g. [\"{_schedule_type(value)}\", 1.0, 0.05] (from, to), "
+                                         f"or give a number for a constant.")
+        return super().check(value, owner, key)
+
     def ok(self, value):
+        if half_written_schedule(value):
+            return False, None
         if isinstance(value, (list, tuple)):
             if not value or not isinstance(value[0], str):
                 return False, None
@@ -267,6 +279,39 @@ class Schedule(Rule):
 
     def json(self):
         return {"anyOf": [self.number.json(), {"type": "array"}, {"type": "object"}]}
+
+
+#: Schedule types given by one value (a constant); every other schedule type needs its start and end values.
+CONSTANT_SCHEDULES = ("constant", "constantparameter")
+
+
+#: The keys of dict schedules (``TimeDependentParameter`` and its subclasses).
+_SCHEDULE_KEYS = {"type", "from_", "to_", "value", "power", "decay_rate", "num_decays"}
+
+
+def _schedule_type(value):
+    name = value[0] if isinstance(value, (list, tuple)) else value.get("type")
+    return name if isinstance(name, str) else "linear"
+
+
+def half_written_schedule(value):
+    """What a list or dict schedule spec lacks of its start and end values (e.g. "end value (to)"), or None
+    if it is whole (or no schedule spec at all). Only constants may give one value."""
+    if isinstance(value, (list, tuple)):
+        if not value or not isinstance(value[0], str):
+            return None
+        kind, given = value[0], len(value) - 1
+        have = {"start value (from)": given >= 1, "end value (to)": given >= 2}
+    elif isinstance(value, dict) and isinstance(value.get("type"), str) and set(value) <= _SCHEDULE_KEYS:
+        # (A dict with a key of no schedule, e.g. a typo "tox", is left to from_spec's "did you mean".)
+        kind = value["type"]
+        have = {"start value (from_)": "from_" in value, "end value (to_)": "to_" in value}
+    else:
+        return None
+    if kind.lower().replace("-", "").replace("_", "") in CONSTANT_SCHEDULES:
+        return None
+    lacking = [k for k, v in have.items() if not v]
+    return " and ".join(lacking) if lacking else None
 
 
 class Mapping(Rule):

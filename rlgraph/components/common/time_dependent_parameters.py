@@ -1,7 +1,7 @@
 """Parameters that change over the course of training (schedules for epsilon, learning rates, ...)."""
 from rlgraph.components.component import Component
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
-from rlgraph.utils.validation import Number, Optional, check_args, spec_error
+from rlgraph.utils.validation import Number, Optional, Schedule, check_args, half_written_schedule, spec_error
 
 
 class TimeDependentParameter(Component):
@@ -27,6 +27,8 @@ class TimeDependentParameter(Component):
 
     @classmethod
     def from_spec(cls, spec=None, _path=None, **kwargs):
+        if half_written_schedule(spec):  # (["linear", 1.0] would stay at 1.0: refused, naming the form it needs.)
+            Schedule().check(spec, None, _path or "schedule")
         if isinstance(spec, (int, float)) and not isinstance(spec, bool):
             return Constant(value=float(spec), **kwargs)
         if isinstance(spec, (list, tuple)):

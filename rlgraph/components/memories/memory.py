@@ -1,5 +1,5 @@
 """Base class of memories: storage for records, kept in backend variables."""
-from rlgraph.components.component import Component
+from rlgraph.components.component import Component, bytes_text
 from rlgraph.spaces import Space
 from rlgraph.utils.decorators import rlgraph_api
 from rlgraph.utils.errors import RLGraphSpaceError
@@ -31,7 +31,24 @@ class Memory(Component):
             raise RLGraphSpaceError(f"API method 'insert_records', argument 'records': expected a space with a "
                                     f"batch rank, got {space!r}.")
 
+    def check_capacity(self, record_space):
+        """Refuses, before anything is allocated, a ``capacity`` whose storage (``capacity`` records of
+        ``record_space``, plus ``index_bytes()``) could never fit into this machine's memory, naming the config
+        key (``memory_spec.capacity``) and the bytes."""
+        import numpy as np
+        per_record = sum(int(np.prod(s.shape, dtype=np.int64)) * np.dtype(s.dtype).itemsize
+                         for s in record_space.strip_ranks().flatten().values())
+        index = self.index_bytes()
+        self.check_size(self.capacity * per_record + index,
+                        f"{self.capacity:,} records of {per_record:,} bytes each"
+                        + (f" plus {bytes_text(index)} of priority trees" if index else ""), "capacity")
+
+    def index_bytes(self):
+        """The bytes of the structures kept beside the records (none here; e.g. a prioritized replay's trees)."""
+        return 0
+
     def create_variables(self, input_spaces, action_space=None):
+        self.check_capacity(input_spaces["records"])
         self.record_space = input_spaces["records"].strip_ranks().with_batch_rank()
         self.storage = self.get_variable("storage", from_space=self.record_space, add_batch_rank=self.capacity)
 

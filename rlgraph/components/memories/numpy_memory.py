@@ -61,6 +61,7 @@ class NumpyMemory(Memory):
                                         f"stores numeric and bool records only, got a TextBox at key '{key}'.")
 
     def create_variables(self, input_spaces, action_space=None):
+        self.check_capacity(input_spaces["records"])  # Before the storage is allocated.
         self.lock = threading.Lock()
         self._create_storage(input_spaces)
 

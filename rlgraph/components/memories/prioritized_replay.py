@@ -45,6 +45,10 @@ class PrioritizedReplay(NumpyMemory):
         self.buffer = None
         self._get_specs = None
 
+    def index_bytes(self):
+        """The sum and min segment trees: two float64 arrays of twice the capacity rounded up to a power of 2."""
+        return 2 * 2 * 8 * (1 << max(0, int(self.capacity) - 1).bit_length())
+
     def _create_storage(self, input_spaces):
         self.record_space = input_spaces["records"].strip_ranks().with_batch_rank()
         specs = flat_specs(self.record_space)

@@ -44,6 +44,11 @@ class Optimizer(Component):
     default_scope = "optimizer"
     #: What the constructor's arguments must be (``rlgraph.utils.validation``; a subclass declares its own).
     ARG_RULES = dict(learning_rate=Schedule(min=0.0), clip_grad_norm=Optional(Number(gt=0.0)))
+    #: Learning rates above this draw a warning at construction (not an error: what is sane depends on the
+    #: loss's scale, and a run may diverge on purpose). Adam and RMSProp move each weight by up to about the
+    #: learning rate per update, so above 1 nothing is learned; plain SGD above 1 overshoots on any loss whose
+    #: gradients are of order 1.
+    usual_max_learning_rate = 1.0
     #: Names of the slot variables each optimized variable gets.
     slot_names = ()
     #: Its graph functions differentiate: the PyTorch executor keeps autograd on for the API methods that reach
@@ -54,6 +59,11 @@ class Optimizer(Component):
         super().__init__(scope=scope, **kwargs)
         owner = type(self).__name__
         check_args(owner, Optimizer.ARG_RULES, dict(learning_rate=learning_rate, clip_grad_norm=clip_grad_norm))
+        highest = max(_schedule_values(learning_rate), default=0.0)
+        if highest > self.usual_max_learning_rate:
+            logger.warning("%s.learning_rate: %g is far above any usual learning rate (at most %g; typical ones lie "
+                           "in 1e-5 .. 1e-2): updates that large make the weights jump and the agent learns nothing. "
+                           "Lower optimizer_spec.learning_rate.", owner, highest, self.usual_max_learning_rate)
         self.learning_rate = TimeDependentParameter.from_spec(learning_rate, _path="learning_rate",
                                                               scope="learning-rate")
         self.add_components(self.learning_rate)
@@ -317,3 +327,14 @@ class _TorchFlatSlots:
             group = self.groups[0]
             return [torch.cat([gradients[k].reshape(-1) for k in group.keys]).to(group.dtype)]
         return [torch.cat([gradients[k].reshape(-1).to(group.dtype) for k in group.keys]) for group in self.groups]
+
+
+def _schedule_values(spec):
+    """The numbers of a learning-rate spec (a number, or a schedule's start and end values)."""
+    if isinstance(spec, (list, tuple)):
+        values = spec[1:3]
+    elif isinstance(spec, dict):
+        values = [spec[k] for k in Schedule.VALUE_KEYS if k in spec]
+    else:
+        values = [spec]
+    return [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
