@@ -3,6 +3,8 @@ from setuptools import find_packages, setup
 EXTRAS = {
     "tf": ["tensorflow-cpu==2.21.*"],
     "pytorch": ["torch==2.13.0"],
+    # The JAX backend (issue 34; so far its operations table, ``rlgraph.backends.jax_ops``): the CPU wheel.
+    "jax": ["jax[cpu]==0.10.*"],
     # Ray engine and `rlgraph tune` (Ray Tune adds pandas and pyarrow).
     "ray": ["ray[default,tune]==2.60.*"],
     "gym": ["gymnasium>=1.0,<2", "ale-py>=0.10", "opencv-python-headless>=4.8"],
@@ -20,7 +22,9 @@ EXTRAS = {
     "test": ["pytest>=8", "pytest-xdist>=3", "pytest-timeout>=2", "jsonschema>=4", "onnx>=1.16", "onnxruntime>=1.18",
              "tf2onnx>=1.17", "mlflow-skinny>=3.0", "wandb>=0.20",
              # tests/test_docs.py builds the site in strict mode.
-             "mkdocs>=1.6.1,<2", "mkdocstrings[python]>=1.0,<2", "mkdocstrings-python>=2.0,<3"],
+             "mkdocs>=1.6.1,<2", "mkdocstrings[python]>=1.0,<2", "mkdocstrings-python>=2.0,<3",
+             # tests/test_backend_ops.py checks the JAX operations table (skipped where JAX is missing).
+             "jax[cpu]==0.10.*"],
     # Optional all-reduce adapter (execution_spec.all_reduce "horovod"); its last release (0.28.1) builds against
     # neither torch 2.13 nor TF 2.21, so "all" leaves it out and nothing depends on it.
     "horovod": ["horovod>=0.28.1"],

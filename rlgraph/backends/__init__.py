@@ -6,12 +6,20 @@ _instances = {}
 
 
 def get_backend(name):
-    """The ``Backend`` object for ``name`` ("tf" or "pytorch", aliases accepted)."""
-    name = normalize_backend(name)
+    """The ``Backend`` object for ``name`` ("tf", "pytorch" or "jax", aliases accepted).
+
+    "jax" serves its operations table (``.ops``) and variable helpers; it cannot build component graphs yet
+    (issue 34: ``JaxBackend.run_build`` raises). Without JAX installed it raises ``RLGraphBackendError`` naming
+    ``pip install 'rlgraph[jax]'``.
+    """
+    name = normalize_backend(name, graphs=False)
     if name not in _instances:
         if name == "tf":
             from rlgraph.backends.tf_backend import TFBackend
             _instances[name] = TFBackend()
+        elif name == "jax":
+            from rlgraph.backends.jax_backend import JaxBackend
+            _instances[name] = JaxBackend()
         else:
             from rlgraph.backends.pytorch_backend import PyTorchBackend
             _instances[name] = PyTorchBackend()

@@ -52,11 +52,11 @@ def same_padding(size, kernel, stride):
 class BackendOps:
     """The operations graph functions call, one spelling for every backend.
 
-    Subclasses implement every method for one backend (``TFOps``, ``PyTorchOps``); ``tests/test_backend_ops.py``
-    checks each of them against numpy on every backend.
+    Subclasses implement every method for one backend (``TFOps``, ``PyTorchOps``, ``JaxOps``);
+    ``tests/test_backend_ops.py`` checks each of them against numpy on every backend (JAX also under ``jax.jit``).
     """
 
-    #: The backend's canonical name ("tf", "pytorch").
+    #: The backend's canonical name ("tf", "pytorch", "jax").
     name = None
 
     # --- conversion and types ----------------------------------------------------------------------------
@@ -307,19 +307,22 @@ class BackendOps:
         raise NotImplementedError
 
     # --- variables (stateful: run in program order) --------------------------------------------------------
+    # On JAX the variable ops are functional: ``assign`` and ``scatter_update`` rebind the variable's box
+    # (``JaxVariable``) to a new array and also return it; a graph function written once (assign, then
+    # ``read_value``) means the same on every backend.
     def read_value(self, variable):
         """A tensor holding ``variable``'s current value (later assignments do not change it)."""
         raise NotImplementedError
 
     def assign(self, variable, value):
         """``variable[...] = value`` in place (``value``: a tensor or Python number, cast to the variable's
-        dtype and broadcast to its shape); returns nothing. No gradient flows through it."""
+        dtype and broadcast to its shape); returns nothing (JAX: the new value). No gradient flows through it."""
         raise NotImplementedError
 
     def scatter_update(self, variable, indices, updates):
         """``variable[indices] = updates`` in place along the first axis (``indices`` 1-D integers, ``updates``
-        ``[len(indices), *variable.shape[1:]]``, cast to the variable's dtype); returns nothing. Duplicate
-        indices must carry equal updates."""
+        ``[len(indices), *variable.shape[1:]]``, cast to the variable's dtype); returns nothing (JAX: the new
+        value). Duplicate indices must carry equal updates."""
         raise NotImplementedError
 
     # --- checks and host calls -----------------------------------------------------------------------------
@@ -329,8 +332,9 @@ class BackendOps:
 
         On TensorFlow a tensor condition is an assertion, whose failure the executor raises as
         ``RLGraphRuntimeError``; only what is computed from the returned ``value`` waits for it (e.g. variable
-        updates that must not happen after a failed check). Checks on the sample values of a build run are the
-        caller's to skip (``Component.in_build_run``).
+        updates that must not happen after a failed check). On JAX under ``jax.jit`` a host callback fails the
+        whole compiled call (``jax.errors.JaxRuntimeError`` with the message), which then returns no new state.
+        Checks on the sample values of a build run are the caller's to skip (``Component.in_build_run``).
         """
         raise NotImplementedError
 
@@ -350,7 +354,8 @@ class BackendOps:
 
         Returns:
             The list of outputs (on TensorFlow through a stateful ``tf.numpy_function``, with the static
-            shapes of ``output_specs``, run in program order).
+            shapes of ``output_specs``, run in program order; on JAX under ``jax.jit`` through an ordered
+            ``io_callback``, which needs every output size known: no None in ``output_specs`` there).
         """
         raise NotImplementedError
 

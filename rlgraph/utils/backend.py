@@ -1,8 +1,12 @@
 """Backend selection and lazy access to the deep-learning libraries.
 
-Nothing here imports TensorFlow or PyTorch at import time: ``tf`` and ``torch`` are module proxies that
-import the real library on first attribute access, so a user with only one backend installed can still use
+Nothing here imports TensorFlow, PyTorch or JAX at import time: ``tf``, ``torch`` and ``jax`` are module proxies
+that import the real library on first attribute access, so a user with only one backend installed can still use
 rlgraph. After the first access, attribute look-ups on the proxy cost the same as on the real module.
+
+"jax" builds and runs component graphs through ``rlgraph.executors.jax_executor.JaxExecutor`` (issue 34, first
+step): graphs whose graph functions all have a JAX body (no optimizer yet); the build of any other graph raises one
+line naming the component and issue 34 (``JAX_NOT_YET``). It is never the default backend.
 """
 import contextlib
 import importlib
@@ -17,16 +21,31 @@ from rlgraph.utils.errors import RLGraphBackendError
 BACKEND_ALIASES = {
     "tf": "tf", "tensorflow": "tf", "tf2": "tf",
     "pytorch": "pytorch", "torch": "pytorch", "pt": "pytorch",
+    "jax": "jax",
 }
+#: The default backends (the first installed is the default; the test plugin's default parametrization).
 BACKENDS = ("tf", "pytorch")
-_BACKEND_MODULES = {"tf": "tensorflow", "pytorch": "torch"}
+#: Every backend that builds and runs component graphs (JAX: components without an optimizer so far, issue 34).
+GRAPH_BACKENDS = ("tf", "pytorch", "jax")
+_BACKEND_MODULES = {"tf": "tensorflow", "pytorch": "torch", "jax": "jax"}
+
+#: What a JAX build of a graph whose graph functions lack a JAX body appends to the line naming them.
+JAX_NOT_YET = ("the JAX backend runs graphs without an optimizer so far (issue 34: gradients and the per-backend "
+               "graph functions come next); use backend 'tf' or 'pytorch' for this graph.")
 
 
-def normalize_backend(name):
-    """Returns the canonical name ("tf" or "pytorch") of a backend spelling, or raises."""
+def normalize_backend(name, graphs=True):
+    """Returns the canonical name ("tf", "pytorch" or "jax") of a backend spelling, or raises.
+
+    Args:
+        name: A backend spelling ("tf", "tensorflow", "torch", "jax", ...).
+        graphs: The backend is chosen to build component graphs (an agent's, an executor's, a graph
+            function's). Every backend builds graphs now; a JAX build refuses, naming issue 34, graphs with graph
+            functions that have no JAX body yet (``JaxExecutor``). Kept for callers that pass it.
+    """
     key = str(name).strip().lower()
     if key not in BACKEND_ALIASES:
-        raise RLGraphBackendError(f"Unknown backend '{name}'; use one of {', '.join(BACKENDS)}.")
+        raise RLGraphBackendError(f"Unknown backend '{name}'; use one of {', '.join(GRAPH_BACKENDS)}.")
     return BACKEND_ALIASES[key]
 
 
@@ -44,7 +63,7 @@ def get_default_backend():
 def backend_available(name):
     """Whether the library of backend ``name`` can be imported (without importing it)."""
     import importlib.util
-    return importlib.util.find_spec(_BACKEND_MODULES[normalize_backend(name)]) is not None
+    return importlib.util.find_spec(_BACKEND_MODULES[normalize_backend(name, graphs=False)]) is not None
 
 
 #: Lines the backends' C++ runtimes print on import that say nothing about the user's run (hidden unless -v).
@@ -116,3 +135,4 @@ class LazyModule(types.ModuleType):
 
 tf = LazyModule("tensorflow", "Install it with: pip install 'rlgraph[tf]'.")
 torch = LazyModule("torch", "Install it with: pip install 'rlgraph[pytorch]'.")
+jax = LazyModule("jax", "Install it with: pip install 'rlgraph[jax]'.")

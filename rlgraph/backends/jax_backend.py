@@ -1,0 +1,231 @@
+"""JAX backend helpers: variables as boxes of immutable arrays, a saveable stream of random keys, and the
+functional form a traced program takes (issue 34; ``rlgraph.executors.jax_executor`` runs graphs with them).
+
+JAX arrays are immutable and a ``jax.jit`` program is a pure function, so the state the other backends keep in
+place (variables, the random generator) is threaded through it:
+
+- ``JaxVariable`` is a named box holding the variable's current value (a ``jax.Array``). ``JaxOps.assign`` and
+  ``scatter_update`` compute the new value, put it into the box and return it; ``read_value`` returns the box's
+  value (later assignments rebind the box, never change that array).
+- ``JaxGenerator`` holds a random key; every draw splits it.
+- ``functional(fn, variables)`` turns ``fn`` (which may read and assign ``variables`` and draw random numbers)
+  into a pure function of ``(key, values, *args) -> (outputs, key, values)`` that ``jax.jit`` compiles; while it
+  is traced the boxes and the current generator hold tracers, afterwards the caller stores the new key and values
+  (``run_functional`` does both). The JAX graph executor (``JaxExecutor``) runs each API method this way.
+
+The backend turns on JAX's 64-bit types (``jax_enable_x64``, for the whole process) so that dtypes follow numpy as
+on the other backends: int64 indices, float64 where asked for; float32 inputs and weakly typed Python numbers
+still compute in float32.
+"""
+import numpy as np
+
+from rlgraph.backends.backend import Backend
+from rlgraph.backends.op_generator import current_op_generator, op_generator
+from rlgraph.utils.backend import jax
+from rlgraph.utils.errors import RLGraphBackendError
+
+
+class JaxBackend(Backend):
+    """JAX: variables are ``JaxVariable`` boxes; the executor (``JaxExecutor``) traces each API method into one
+    ``jax.jit`` program. The build runs graph functions eagerly on concrete arrays (as PyTorch's: the variables'
+    values and the components' states are restored afterwards); its random draws come from the table's own
+    generator. Creating it loads JAX (``RLGraphBackendError`` naming ``pip install 'rlgraph[jax]'`` where it is
+    missing) and enables its 64-bit types."""
+
+    name = "jax"
+    build_runs_eagerly = True
+
+    def __init__(self):
+        jax.config.update("jax_enable_x64", True)  # Loads JAX: raises the install hint here where it is missing.
+
+    def _make_ops(self):
+        from rlgraph.backends.jax_ops import JaxOps
+        return JaxOps()
+
+    def create_variable(self, name, value, trainable, device=None):
+        return JaxVariable(name, jax.numpy.array(value, copy=True), trainable)
+
+    def is_trainable(self, var):
+        return var.trainable
+
+    def read_variable(self, var):
+        return np.array(var.value, copy=True)
+
+    def assign_variable(self, var, value):
+        var.value = jax.numpy.asarray(np.asarray(value, dtype=var.dtype), dtype=var.dtype)
+
+    def to_backend(self, value):
+        if isinstance(value, dict):
+            return {k: self.to_backend(v) for k, v in value.items()}
+        if isinstance(value, (tuple, list)):
+            return tuple(self.to_backend(v) for v in value)
+        if isinstance(value, np.ndarray) and value.dtype.kind in "USO":
+            return value
+        return jax.numpy.asarray(value)
+
+    def to_numpy(self, value):
+        if isinstance(value, JaxVariable):
+            return np.array(value.value, copy=True)
+        if isinstance(value, jax.Array):
+            return np.asarray(value)
+        if isinstance(value, dict):
+            return {k: self.to_numpy(v) for k, v in value.items()}
+        if isinstance(value, (tuple, list)):
+            return tuple(self.to_numpy(v) for v in value)
+        return value
+
+    def shape_and_dtype(self, value):
+        if isinstance(value, (jax.Array, JaxVariable)):
+            return tuple(value.shape), np.dtype(value.dtype)
+        return super().shape_and_dtype(value)
+
+    def set_seed(self, seed):
+        """Restarts the ops table's own generator (used outside an executor's calls) from ``seed``."""
+        self.ops.generator = JaxGenerator(seed)
+
+
+class JaxUntraceableError(RLGraphBackendError):
+    """An operation cannot be part of a ``jax.jit`` program (a host call with an unknown output size); the JAX
+    executor runs such an API method eagerly instead."""
+
+
+class JaxVariable:
+    """A variable on JAX: a named box whose ``value`` (a ``jax.Array``, or a tracer while a ``functional``
+    program is traced) the variable ops rebind. ``shape`` and ``dtype`` are the value's."""
+
+    __slots__ = ("name", "value", "trainable")
+
+    def __init__(self, name, value, trainable=False):
+        self.name, self.value, self.trainable = name, value, bool(trainable)
+
+    @property
+    def shape(self):
+        return tuple(self.value.shape)
+
+    @property
+    def dtype(self):
+        return np.dtype(self.value.dtype)
+
+    @property
+    def ndim(self):
+        return len(self.value.shape)
+
+    @property
+    def T(self):  # noqa: N802 (numpy's name)
+        return self.value.T
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.value, dtype=dtype)
+
+    def __getitem__(self, index):
+        return self.value[index]
+
+    def __len__(self):
+        return len(self.value)
+
+    def __repr__(self):
+        return f"JaxVariable({self.name!r}, shape={self.shape}, dtype={self.dtype.name})"
+
+
+def _operator(name):
+    def op(self, *others):
+        return getattr(self.value, name)(*[o.value if isinstance(o, JaxVariable) else o for o in others])
+    op.__name__ = name
+    return op
+
+
+# Graph functions use variables as arrays (``x @ self.kernel + self.bias``, as tensors on TF and PyTorch): the
+# arithmetic of a box is its value's (JAX's own operators give way to these for boxes); the ops table unwraps
+# boxes passed to it (``JaxOps``).
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul"):
+    for _form in ("__{}__", "__r{}__"):
+        setattr(JaxVariable, _form.format(_name), _operator(_form.format(_name)))
+for _name in ("__neg__", "__pos__", "__abs__", "__lt__", "__le__", "__gt__", "__ge__", "astype", "reshape"):
+    setattr(JaxVariable, _name, _operator(_name))
+
+
+class JaxGenerator:
+    """A stream of JAX random keys (threefry) whose state a run can save: the counterpart of the other backends'
+    ``tf.random.Generator`` / ``torch.Generator`` (``rlgraph.backends.op_generator``).
+
+    Each draw splits the key into the draw's key and the generator's next key. Under ``jax.jit`` the key must be
+    threaded: the traced function makes ``JaxGenerator(key=traced_key)`` current and returns its ``key``
+    (``functional``); a generator holding a concrete key refuses to draw inside a trace (the new key would be a
+    tracer outliving it).
+
+    Args:
+        seed: The seed of a fresh stream.
+        key: A key to continue from (a typed key array, e.g. a tracer); overrides ``seed``.
+    """
+
+    def __init__(self, seed=0, key=None):
+        self.key = jax.random.key(int(seed)) if key is None else key
+
+    def next_key(self):
+        """A fresh key for one draw; advances the stream."""
+        new_key, draw = jax.random.split(self.key)
+        if isinstance(new_key, jax.core.Tracer) and not isinstance(self.key, jax.core.Tracer):
+            raise RLGraphBackendError(
+                "A random draw under jax.jit needs its key threaded through the traced function: run it through "
+                "rlgraph.backends.jax_backend.functional (or make JaxGenerator(key=<traced key>) current with "
+                "op_generator and return its key).")
+        self.key = new_key
+        return draw
+
+    def get_state(self):
+        """The stream's state: the raw key data (a uint32 numpy array)."""
+        return np.array(jax.random.key_data(self.key), copy=True)
+
+    def set_state(self, state):
+        """Continues the stream from ``get_state()``'s ``state``."""
+        self.key = jax.random.wrap_key_data(jax.numpy.asarray(np.asarray(state, dtype=np.uint32)))
+
+
+def functional(fn, variables=()):
+    """``fn(*args)`` as a pure function for ``jax.jit``: ``pure(key, values, *args) -> (outputs, key, values)``.
+
+    While ``pure`` runs, the boxes of ``variables`` hold ``values`` (their dtypes kept) and a ``JaxGenerator`` on
+    ``key`` is current; it returns ``fn``'s outputs, the generator's next key and the variables' new values, None
+    for each variable ``fn`` left alone (so that a program returns, and copies, only what it changed: a replay
+    memory's storage read by acting stays where it is). The boxes get their previous contents back afterwards (no
+    tracer outlives a trace); ``run_functional`` stores the new state.
+    """
+    variables = tuple(variables)
+
+    def pure(key, values, *args):
+        saved = [var.value for var in variables]
+        try:
+            for var, value in zip(variables, values):
+                var.value = value
+            generator = JaxGenerator(key=key)
+            with op_generator(generator):
+                outputs = fn(*args)
+            return outputs, generator.key, [None if var.value is value else var.value
+                                            for var, value in zip(variables, values)]
+        finally:
+            for var, value in zip(variables, saved):
+                var.value = value
+    return pure
+
+
+def run_functional(compiled, variables, generator, *args):
+    """Calls ``compiled`` (e.g. ``jax.jit(functional(fn, variables))``) on ``generator``'s key and the variables'
+    values, then stores the new key and values (those that changed); returns the outputs. A failing call changes
+    nothing."""
+    outputs, key, values = compiled(generator.key, [var.value for var in variables], *args)
+    generator.key = key
+    store_values(variables, values)
+    return outputs
+
+
+def store_values(variables, values):
+    """Puts a ``functional`` program's new ``values`` into the boxes of ``variables`` (None: unchanged)."""
+    for var, value in zip(variables, values):
+        if value is not None:
+            var.value = value
+
+
+def current_generator(default):
+    """The ``JaxGenerator`` current in this thread (``op_generator``), else ``default``."""
+    generator = current_op_generator()
+    return generator if isinstance(generator, JaxGenerator) else default
