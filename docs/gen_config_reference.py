@@ -269,7 +269,7 @@ def render():
                 for f in dataclasses.fields(ExecutionSpec)}
     lines += ["## execution_spec {#execution_spec}", "",
               _esc(execution["description"]) + " Every key has a default, so every config runs on every engine "
-              "that suits its algorithm ([engines](engines.md)). Keys other than these are refused.", ""]
+              "that suits its algorithm ([engines](engines/index.md)). Keys other than these are refused.", ""]
     lines += _section_table(execution["properties"], EXECUTION_SCHEMA, defaults) + [""]
 
     # Component specs.

@@ -222,9 +222,7 @@ def test_recurrent_tf_policies_to_onnx_are_refused_in_one_line(tmp_path, capsys)
 @pytest.mark.parametrize("name, changes", [
     ("dqn", ['preprocessing_spec=[{"type": "multiply", "factor": 3.0}, {"type": "clip", "min_value": -0.5, '
              '"max_value": 0.5}]']),
-    pytest.param("appo_pong", ["environment_spec.num_envs=1"], marks=[pytest.mark.slow, pytest.mark.xfail(
-        reason="known defect since the ops table (stop 38): the TorchScript trace of the Pong preprocessing/CNN "
-               "fails at a batch other than the traced one (PyTorchOps.reshape/shape give Python ints)")]),
+    pytest.param("appo_pong", ["environment_spec.num_envs=1"], marks=pytest.mark.slow),
 ])
 def test_the_configs_preprocessing_is_inside_the_exported_policy(tmp_path, name, changes):
     pytest.importorskip("onnxruntime")
@@ -253,3 +251,47 @@ def test_the_configs_preprocessing_is_inside_the_exported_policy(tmp_path, name,
         # Without the preprocessing inside, the Q-values would differ.
         plain = agent.executor.root.policy.get_adapter_outputs(torch.from_numpy(observations))["adapter_outputs"]
         assert np.abs(plain.detach().numpy() - scores).max() > 1e-3
+
+
+#: A small CNN over CartPole's 4 numbers seen as a 2x2 image: reshapes and a convolution, whose sizes a trace must
+#: keep symbolic (the Pong policy's layers, at a fraction of the cost).
+SMALL_CNN = ('network_spec=[{"type": "reshape", "new_shape": [2, 2, 1]}, {"type": "conv2d", "filters": 3, '
+             '"kernel_size": 2, "strides": 1, "padding": "same", "activation": "relu"}, {"type": "reshape", '
+             '"flatten": true}, {"type": "dense", "units": 8, "activation": "tanh"}]')
+
+
+@pytest.mark.skipif(not backend_available("pytorch"), reason="needs PyTorch")
+def test_exported_cnn_policies_run_at_any_batch_size(tmp_path):
+    """Regression: sizes read off a traced tensor were frozen as the example batch's constants (PyTorchOps turned
+    them into Python ints), so a TorchScript/ONNX policy with reshapes or convolutions failed at another batch size."""
+    import torch
+
+    from rlgraph.export.greedy_policy import GreedyPolicy
+
+    run, agent = _stored_run(tmp_path, "appo", "pytorch", changes=[SMALL_CNN])
+    formats = ["torchscript"] + (["onnx"] if _has("onnxruntime") and _has("onnx") else [])
+    for fmt in formats:
+        assert cli_main(["export", str(run), "--format", fmt, "--output", str(tmp_path / f"p.{fmt}")]) == 0
+    traced = torch.jit.load(str(tmp_path / "p.torchscript"))
+    greedy = GreedyPolicy(agent)
+    for batch in (1, 5):  # The trace's example batch is 2.
+        states = agent.state_space.with_batch_rank().sample(batch, rng=np.random.default_rng(batch))
+        observations = states.astype(np.float32)
+        with torch.no_grad():
+            actions, logits = (t.numpy() for t in greedy(torch.from_numpy(observations)))
+        got = traced(torch.from_numpy(observations))
+        assert got["actions"].shape == (batch,) and got["logits"].shape == (batch, 2)
+        np.testing.assert_array_equal(got["actions"].numpy(), actions)
+        np.testing.assert_allclose(got["logits"].numpy(), logits, rtol=1e-6, atol=1e-6)
+        np.testing.assert_array_equal(actions, agent.get_actions(states, explore=False))
+        if "onnx" in formats:
+            import onnxruntime as ort
+            onnx_actions, onnx_logits = ort.InferenceSession(str(tmp_path / "p.onnx")).run(
+                None, {"observations": observations})
+            np.testing.assert_array_equal(onnx_actions, actions)
+            np.testing.assert_allclose(onnx_logits, logits, rtol=1e-5, atol=1e-5)
+
+
+def _has(module):
+    import importlib.util
+    return importlib.util.find_spec(module) is not None

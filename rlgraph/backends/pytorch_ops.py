@@ -15,6 +15,10 @@ from rlgraph.utils.errors import RLGraphError, RLGraphRuntimeError
 _TORCH_DTYPES = {}
 
 
+#: torch dtype -> numpy dtype.
+_NUMPY_DTYPES = {}
+
+
 def _torch_dtype(dtype):
     if isinstance(dtype, torch.dtype):
         return dtype
@@ -27,6 +31,15 @@ def _torch_dtype(dtype):
 
 def _device(like):
     return getattr(like, "device", None)
+
+
+def _sizes(shape):
+    """A shape's sizes as Python ints; under ``torch.jit.trace`` as they are, so that sizes read from a traced
+    tensor (``ops.shape(x)``: 0-dim tensors there) stay symbolic in the trace instead of being frozen as the example
+    input's constants (a traced policy then runs at any batch size)."""
+    if torch.jit.is_tracing():
+        return tuple(shape)
+    return tuple(int(s) for s in shape)
 
 
 def _dims(axis):
@@ -54,7 +67,10 @@ class PyTorchOps(BackendOps):
         return torch.as_tensor(x, dtype=None if dtype is None else _torch_dtype(dtype), device=_device(like))
 
     def dtype(self, x):
-        return torch.empty((), dtype=x.dtype).numpy().dtype
+        out = _NUMPY_DTYPES.get(x.dtype)
+        if out is None:  # Read off an empty tensor once per dtype (not per call: under a trace it would warn).
+            out = _NUMPY_DTYPES[x.dtype] = torch.empty((), dtype=x.dtype).numpy().dtype
+        return out
 
     def ndim(self, x):
         return x.dim()
@@ -63,7 +79,9 @@ class PyTorchOps(BackendOps):
         return tuple(x.shape)
 
     def reshape(self, x, shape):
-        return torch.reshape(x, tuple(int(s) for s in shape))
+        # The sizes as given: ints, numpy ints, -1, or (under torch.jit.trace) the 0-dim tensors ops.shape gives
+        # there, which keep the traced reshape symbolic in them (int() would freeze the example's batch size).
+        return torch.reshape(x, tuple(shape))
 
     def transpose(self, x, perm):
         return x.permute(*perm)
@@ -84,7 +102,7 @@ class PyTorchOps(BackendOps):
         return list(torch.unbind(x, dim=axis))
 
     def broadcast_to(self, x, shape):
-        return torch.broadcast_to(x, tuple(int(s) for s in shape))
+        return torch.broadcast_to(x, _sizes(shape))
 
     def reverse(self, x, axis):
         return torch.flip(x, dims=(axis,))
@@ -99,10 +117,10 @@ class PyTorchOps(BackendOps):
         return torch.full_like(x, value, dtype=None if dtype is None else _torch_dtype(dtype))
 
     def zeros(self, shape, dtype="float32", like=None):
-        return torch.zeros(tuple(int(s) for s in shape), dtype=_torch_dtype(dtype), device=_device(like))
+        return torch.zeros(_sizes(shape), dtype=_torch_dtype(dtype), device=_device(like))
 
     def arange(self, n, dtype="int32", like=None):
-        return torch.arange(int(n), dtype=_torch_dtype(dtype), device=_device(like))
+        return torch.arange(n if torch.jit.is_tracing() else int(n), dtype=_torch_dtype(dtype), device=_device(like))
 
     def exp(self, x):
         return torch.exp(x)
@@ -230,15 +248,15 @@ class PyTorchOps(BackendOps):
         return x.detach()
 
     def random_uniform(self, shape, low=0.0, high=1.0, dtype="float32", like=None):
-        u = torch_random.rand(tuple(int(s) for s in shape), dtype=_torch_dtype(dtype), device=_device(like))
+        u = torch_random.rand(_sizes(shape), dtype=_torch_dtype(dtype), device=_device(like))
         return u if (low, high) == (0.0, 1.0) else low + (high - low) * u
 
     def random_normal(self, shape, mean=0.0, stddev=1.0, dtype="float32", like=None):
-        n = torch_random.randn(tuple(int(s) for s in shape), dtype=_torch_dtype(dtype), device=_device(like))
+        n = torch_random.randn(_sizes(shape), dtype=_torch_dtype(dtype), device=_device(like))
         return n if (mean, stddev) == (0.0, 1.0) else mean + stddev * n
 
     def random_integers(self, shape, low, high, dtype="int64", like=None):
-        return torch_random.randint(int(low), int(high), tuple(int(s) for s in shape), dtype=_torch_dtype(dtype),
+        return torch_random.randint(int(low), int(high), _sizes(shape), dtype=_torch_dtype(dtype),
                                     device=_device(like))
 
     def tensordot(self, a, b, axes=2):
