@@ -23,9 +23,42 @@ def register_ale():
     return True
 
 
+def import_env_module(env_id, owner="GymEnv"):
+    """For gymnasium's module-qualified id ``"my_envs:MyEnv-v0"``: imports ``my_envs`` (which registers the id)
+    under rlgraph's import policy (``rlgraph.utils.user_modules.may_import``: imported already, registered through
+    an entry point, or opted in) and returns ``"MyEnv-v0"``; any other id is returned as it is.
+
+    Raises:
+        RLGraphSpecError: The module may not be imported (the policy), or cannot be.
+    """
+    import importlib
+
+    from rlgraph.utils.user_modules import may_import
+
+    module, sep, name = env_id.partition(":")
+    if not sep:
+        return env_id
+    if not module or not name or ":" in name:
+        raise spec_error(owner, "env_id", f"'{env_id}' is neither a gymnasium id nor a module-qualified id "
+                         f"(\"my_envs:MyEnv-v0\").")
+    if not may_import(module):
+        from rlgraph.utils.specifiable import ALLOW_IMPORT_ENV, ENTRY_POINT_GROUP
+        raise spec_error(owner, "env_id", f"'{env_id}' would import module '{module}', which is neither imported nor "
+                         f"registered (entry point group '{ENTRY_POINT_GROUP}'); rlgraph does not import modules "
+                         f"named by a config. Import it in your script first, register it, or opt in with "
+                         f"{ALLOW_IMPORT_ENV}=1.")
+    try:
+        importlib.import_module(module)
+    except Exception as e:  # noqa: BLE001 - the user's module; any failure is reported the same way.
+        raise spec_error(owner, "env_id", f"'{env_id}': module '{module}' cannot be imported: "
+                         f"{type(e).__name__}: {e}") from None
+    return name
+
+
 def gym_spec(env_id, owner="GymEnv"):
     """Returns gymnasium's ``EnvSpec`` for ``env_id`` (``owner`` names the class asking, in messages).
 
+    A module-qualified id (``"my_envs:MyEnv-v0"``) imports its module first (``import_env_module``).
     Registers ale-py's ids first when ``env_id`` looks like an Atari id (``ALE/...``, ``...NoFrameskip...``)
     and is not registered yet.
 
@@ -35,6 +68,7 @@ def gym_spec(env_id, owner="GymEnv"):
     import gymnasium as gym
 
     check(owner, "env_id", env_id, ENV_ID)
+    given, env_id = env_id, import_env_module(env_id, owner)
     if env_id not in gym.registry and (env_id.startswith("ALE/") or "Frameskip" in env_id):
         register_ale()
     try:
@@ -42,7 +76,9 @@ def gym_spec(env_id, owner="GymEnv"):
     except gym.error.Error as e:
         close = difflib.get_close_matches(env_id, list(gym.registry.keys()), n=5, cutoff=0.6)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
-        raise spec_error(owner, "env_id", f"unknown gymnasium environment id '{env_id}' ({e}).{hint}") from None
+        module = given.partition(":")[0]
+        where = "" if given == env_id else f" (module '{module}' was imported; it registers no such id)"
+        raise spec_error(owner, "env_id", f"unknown gymnasium environment id '{env_id}'{where} ({e}).{hint}") from None
 
 
 def make_gym_env(env_id, **gym_kwargs):

@@ -25,13 +25,19 @@ def resolve_env_spec(env_spec, env_kwargs=None):
     """Splits an environment spec into (Environment subclass, constructor keywords, seed or None).
 
     Args:
-        env_spec: A gymnasium id (str), an ``Environment`` subclass, or a dict with an optional ``"type"``
-            (looked up among ``Environment`` subclasses, default ``"gym"``) and constructor keywords.
+        env_spec: A gymnasium id (str; ``"my_envs:MyEnv-v0"`` imports ``my_envs`` first), an ``Environment``
+            subclass, an environment creator (a callable without arguments returning a ``gymnasium.Env``, or a
+            ``gymnasium.Env`` subclass: ``CreatorEnv``), or a dict with an optional ``"type"`` (looked up among
+            ``Environment`` subclasses, default ``"gym"``) and constructor keywords.
         env_kwargs: Keywords that override the spec's.
     """
+    from rlgraph.environments.creator_env import CreatorEnv, is_env_creator
+
     kwargs = dict(env_kwargs or {})
     if isinstance(env_spec, str):
         return GymEnv, dict(kwargs, env_id=env_spec), None
+    if is_env_creator(env_spec):
+        return CreatorEnv, dict(kwargs, creator=env_spec), None
     if isinstance(env_spec, type):
         return Environment.lookup_class(env_spec, "env_spec"), kwargs, None
     if isinstance(env_spec, dict):
@@ -45,7 +51,7 @@ def resolve_env_spec(env_spec, env_kwargs=None):
             return GymEnv, spec, seed
         return Environment.lookup_class(type_name, "env_spec.type"), spec, seed
     raise RLGraphSpecError(
-        f"env_spec must be a gymnasium id, an Environment class or a dict spec, got {type(env_spec).__name__}: "
+        f"env_spec must be a gymnasium id, an Environment class, an environment creator or a dict spec, got {type(env_spec).__name__}: "
         f"{env_spec!r}."
     )
 
@@ -111,7 +117,8 @@ class VectorEnv(Specifiable):
     continue each env's generator, so equal seeds and actions reproduce the same episodes.
 
     Args:
-        env_spec: A gymnasium id (``"CartPole-v1"``), an ``Environment`` subclass, or a dict spec such as
+        env_spec: A gymnasium id (``"CartPole-v1"``, or module-qualified ``"my_envs:MyEnv-v0"``), an
+            ``Environment`` subclass, an environment creator (``CreatorEnv``), or a dict spec such as
             ``{"type": "gym", "env_id": "CartPole-v1"}`` or ``{"type": "atari", "game": "pong"}``. None: the
             spec's ``type`` (or ``env_id``) and keywords are given as keywords of their own, so that a config's
             ``environment_spec`` may read ``{"type": "atari", "game": "pong", "num_envs": 8}``.

@@ -7,9 +7,11 @@ import weakref
 import numpy as np
 import optree
 
+from rlgraph.execution.central_inference.env_actor import USER_CODE_KEY
 from rlgraph.execution.central_inference.inference_server import InferenceServer
 from rlgraph.execution.remote_actors import RemoteActorEngine
 from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
+from rlgraph.utils.user_modules import UserCode, check_json_environment
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +31,11 @@ class CentralInferenceEngine(RemoteActorEngine):
     run's progress bar, TensorBoard scalars, checkpoints, resume and ``summary.json``. An actor whose process
     ends (or that sends nothing for ``sample_timeout_s``) is replaced by a new process; its partial trajectories
     are dropped and counted (``actor_restarts``, ``env_steps_lost``), its recurrent state zeroed.
+
+    The user's own environment code travels with the actors: the modules the driver resolved the environment
+    from and the gymnasium ids it registered (``rlgraph.utils.user_modules.UserCode``) are installed in each
+    actor process before it builds its environments. An environment creator (a callable) cannot travel: the
+    actors are fresh interpreters configured with JSON.
 
     Args:
         config, env_kwargs, learner_agent, spec, seed, checkpoint_replay: See ``RemoteActorEngine`` (the learner
@@ -53,6 +60,9 @@ class CentralInferenceEngine(RemoteActorEngine):
             raise RLGraphSpecError("--engine central: the learner agent must hold both roles (role='local'); its "
                                    "actor role serves the inference.")
         super().__init__(config, env_kwargs, learner_agent, spec, seed, checkpoint_replay)
+        check_json_environment(self.env_kwargs, "--engine central", "central inference's actor processes")
+        code = UserCode.of_run({}, self.env_kwargs)
+        self.user_code = code.to_json("central inference") if code else None
         num_envs = int(self.env_kwargs.get("num_envs", 1))
         self.total_envs = self.num_actors * self.envs_per_actor
         self._closed = False
@@ -88,7 +98,10 @@ class CentralInferenceEngine(RemoteActorEngine):
 
     def _actor_env_kwargs(self, index):
         # A replacement actor's environments get new seeds (its predecessor's episodes are not replayed).
-        return self.actor_env_kwargs(index, seed=self.actor_seed(index) + 7919 * self.actor_restarts)
+        kwargs = self.actor_env_kwargs(index, seed=self.actor_seed(index) + 7919 * self.actor_restarts)
+        if self.user_code is not None:
+            kwargs[USER_CODE_KEY] = self.user_code
+        return kwargs
 
     # --- faults ---------------------------------------------------------------------------------------------
     def _on_dead(self, index, why, said_hello=True):

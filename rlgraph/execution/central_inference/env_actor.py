@@ -17,6 +17,10 @@ logger = logging.getLogger(__name__)
 #: Modules an actor must never import (the check behind ``EnvActor.backends_loaded``).
 BACKEND_MODULES = ("torch", "tensorflow", "jax", "keras")
 
+#: The key of an actor's ``VectorEnv`` keywords that carries the driver's user code (``UserCode.to_json``):
+#: installed in the actor before its environments are built, never passed to ``VectorEnv``.
+USER_CODE_KEY = "_rlgraph_user_code"
+
 
 def backends_loaded():
     """The deep-learning backends imported in this process (an actor's should be none)."""
@@ -60,15 +64,19 @@ class EnvActor:
 
     Args:
         channel: An ``ActorChannel``.
-        env_kwargs: ``VectorEnv`` keywords (``env_spec``, ``num_envs``, ``seed``, ...).
+        env_kwargs: ``VectorEnv`` keywords (``env_spec``, ``num_envs``, ``seed``, ...); under ``USER_CODE_KEY``
+            the driver's user code (modules, gymnasium registrations) to install first.
         index: The actor's index (for logs).
     """
 
     def __init__(self, channel, env_kwargs, index=0):
         from rlgraph.environments import VectorEnv
+        from rlgraph.utils.user_modules import UserCode
 
         self.channel = channel
         self.index = index
+        env_kwargs = dict(env_kwargs)
+        UserCode.from_json(env_kwargs.pop(USER_CODE_KEY, None)).install()
         self.env = VectorEnv(**env_kwargs)
 
     def run(self):

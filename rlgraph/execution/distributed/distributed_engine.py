@@ -13,6 +13,7 @@ from rlgraph.execution.distributed.learner import build_learner, decode_state, e
 from rlgraph.training.engine import Engine
 from rlgraph.utils.errors import RLGraphCheckpointError, RLGraphError, RLGraphLearnerGroupError, RLGraphSpecError
 from rlgraph.utils.run_state import load_run_state, save_run_state
+from rlgraph.utils.user_modules import UserCode, check_json_environment
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +41,11 @@ class DistributedEngine(Engine):
     with ``RLGraphLearnerGroupError`` naming it (a synchronous all-reduce group cannot go on without it);
     the other learner processes are stopped, none is left behind.
 
+    The user's own code travels to the learners started here: the modules the driver resolved the config's
+    types and environment from and the gymnasium ids it registered (``rlgraph.utils.user_modules.UserCode``)
+    are installed in each learner process before it builds. An environment creator (a callable) cannot travel:
+    the learners are fresh interpreters configured with a JSON file.
+
     Args:
         config: The training config (a dict).
         env_kwargs: ``VectorEnv`` keywords of the run's environments.
@@ -64,6 +70,11 @@ class DistributedEngine(Engine):
         self._closed = False
         self.checkpoint_replay = bool(checkpoint_replay)
         spawn = spec.learner_addresses is None
+        self.user_code = None
+        if spawn and self.num_learners > 1:
+            check_json_environment(self.env_kwargs, "--engine distributed", "the learner processes")
+            code = UserCode.of_run(config, self.env_kwargs)
+            self.user_code = code.to_json("distributed engine") if code else None
         if spawn:
             self.addresses = [f"127.0.0.1:{free_port()}" for _ in range(self.num_learners)]
             control = ("127.0.0.1", free_port())
@@ -114,6 +125,8 @@ class DistributedEngine(Engine):
             cmd = [sys.executable, "-m", "rlgraph.execution.distributed.learner_process", path, "--backend",
                    self.backend, "--rank", str(rank), "--seed", str(self.seed), "--control",
                    f"{control[0]}:{control[1]}"]
+            if self.user_code is not None:
+                cmd += ["--user-code", self.user_code]
             self.processes_[rank] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
                                                      start_new_session=True)
             log.close()

@@ -1,8 +1,9 @@
 """Entry point of a learner process of rank > 0 started by the distributed engine.
 
 ``python -m rlgraph.execution.distributed.learner_process CONFIG --backend B --rank R --seed S --control
-HOST:PORT``: joins learner 0's control channel and the learner group, then follows learner 0 (see
-``rlgraph.execution.distributed.learner.serve``). Users start remote learners with ``rlgraph train CONFIG
+HOST:PORT [--user-code JSON]``: installs the driver's user code (``rlgraph.utils.user_modules.UserCode``: the
+modules of the config's types and environment, gymnasium registrations), joins learner 0's control channel
+and the learner group, then follows learner 0 (see ``rlgraph.execution.distributed.learner.serve``). Users start remote learners with ``rlgraph train CONFIG
 --engine distributed --learner-rank R`` instead.
 """
 import argparse
@@ -18,6 +19,7 @@ def main(argv=None):
     parser.add_argument("--rank", type=int, required=True)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--control", required=True)
+    parser.add_argument("--user-code", default=None, help="the driver's UserCode as JSON")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=f"learner {args.rank} %(asctime)s %(levelname)s %(message)s")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -28,6 +30,8 @@ def main(argv=None):
     spec = ExecutionSpec.from_config(config)
     code = 0
     try:
+        from rlgraph.utils.user_modules import UserCode
+        UserCode.from_json(args.user_code).install()
         serve(config, config["environment_spec"], args.backend, spec, args.rank, args.seed, args.control,
               spec.learner_addresses)
     except Exception:

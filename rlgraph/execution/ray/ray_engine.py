@@ -8,6 +8,7 @@ import numpy as np
 
 from rlgraph.execution.remote_actors import RemoteActorEngine
 from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
+from rlgraph.utils.user_modules import UserCode
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +26,19 @@ class RayEngine(RemoteActorEngine):
     its own trajectory builder; the learner is a full agent here. Weights are put into the object store once per broadcast and handed to every actor by reference
     with its next sample request. An actor whose process dies (or whose sample times out) is replaced by a
     new one, which gets the current weights; the restarts and the environment steps lost with it are counted.
+    Deaths while an actor is created, builds its agent or takes its first sample take the same path. An actor
+    that cannot build its environments or agent (an error a new process would only repeat) ends the run with
+    that error.
+
+    The user's own code travels with the actors: the modules the driver resolved the config's types and
+    environment from, and the gymnasium ids it registered (``rlgraph.utils.user_modules.UserCode``), are
+    installed in each actor before it builds; joining a cluster (``ray_address``), the engine sends the modules
+    that are not installed packages with the job (Ray's ``runtime_env`` ``py_modules``), so that actors on other
+    machines find them.
+
+    A local Ray (no ``ray_address``) gets this machine's cores: ``num_actors`` x ``actor_resources.num_cpus``
+    beyond them is refused before any actor starts; oversubscribe on purpose with a fractional
+    ``actor_resources.num_cpus`` (e.g. 0.25: four actors per core).
 
     Subclasses implement ``_run`` (how samples reach the learner) for their kind of learner.
 
@@ -40,44 +54,67 @@ class RayEngine(RemoteActorEngine):
         super().__init__(config, env_kwargs, learner_agent, spec, seed, checkpoint_replay)
         self.ray = ray
         self.learner = learner_agent.learner
-        self.owns_ray = _init_ray(spec, self._cpus_needed())
-        self._check_resources()
-        self.env_steps_lost = 0
-        self.actor_env_steps = np.zeros(self.num_actors, np.int64)
-        self.actor_seconds = np.zeros(self.num_actors)
-        self._weights_ref, self._weights_version = None, -1
-        self._steps_since_sync = 0
-        self.sync_steps = spec.weight_sync_steps or 0
-        self._actor_versions = [-1] * self.num_actors  # The weights version each actor was last sent.
-        self._in_flight = {}  # stats ref -> (actor index, items ref, vector steps, launch time)
-        self._actor_class = ray.remote(**self._actor_options())(_sampler_class())
-        self._creations = {}  # actor handle -> ref of its first call (answered once the actor is created)
-        self.actors = [self._make_actor(i) for i in range(self.num_actors)]
+        self.owns_ray = False
+        if not spec.ray_address and not ray.is_initialized():
+            # A local Ray gets this machine's cores: actors it cannot place are refused before it starts (its
+            # GPUs are Ray's to detect).
+            self._check_resources({"CPU": float(os.cpu_count() or 1), "GPU": float("inf")}, local=True)
+        self.user_code = UserCode.of_run(config, env_kwargs)
+        self.owns_ray = _init_ray(spec, _travelling_modules(self.user_code))
+        self.actors, self._creations = [], {}  # actor handle -> ref of its first call (answered once created)
+        try:
+            self._check_resources(ray.cluster_resources(), local=self.owns_ray and not spec.ray_address)
+            if not self.owns_ray and _alive_nodes(ray) > 1 and _travelling_modules(self.user_code):
+                logger.warning("Ray engine: this process joined a Ray cluster of several machines before the run, "
+                               "so the run cannot send your modules %s with it; pass them when you join "
+                               "(ray.init(..., runtime_env={'py_modules': [...]})) or install them on every node.",
+                               [name for name, _ in self.user_code.modules])
+            self.env_steps_lost = 0
+            self.actor_env_steps = np.zeros(self.num_actors, np.int64)
+            self.actor_seconds = np.zeros(self.num_actors)
+            self._weights_ref, self._weights_version = None, -1
+            self._steps_since_sync = 0
+            self.sync_steps = spec.weight_sync_steps or 0
+            self._actor_versions = [-1] * self.num_actors  # The weights version each actor was last sent.
+            self._in_flight = {}  # stats ref -> (actor index, items ref, vector steps, launch time)
+            self._actor_class = ray.remote(**self._actor_options())(_sampler_class())
+            for index in range(self.num_actors):
+                self.actors.append(self._make_actor(index))
+        except BaseException:
+            RayEngine.close(self)  # (not a subclass's close: its parts do not exist yet)
+            raise
 
     # --- setup ----------------------------------------------------------------------------------------------
-    def _cpus_needed(self):
-        return self.num_actors * float(self.spec.actor_resources.get("num_cpus", 1))
-
     def _actor_options(self):
         return dict(max_restarts=0, max_task_retries=0, **self.spec.actor_resources)
 
-    def _check_resources(self):
-        available = self.ray.cluster_resources()
+    def _check_resources(self, available, local):
+        """Refuses actors that ``available`` (Ray's resources: a local Ray has this machine's cores) cannot place,
+        before any actor starts."""
         for key in ("num_cpus", "num_gpus"):
-            need = self.num_actors * float(self.spec.actor_resources.get(key, 0))
+            per_actor = self.spec.actor_resources.get(key, 1 if key == "num_cpus" else 0)
+            need = self.num_actors * float(per_actor)
             have = float(available.get("CPU" if key == "num_cpus" else "GPU", 0))
-            if need > have:
-                raise RLGraphSpecError(
-                    f"execution_spec: {self.num_actors} actors x actor_resources.{key}="
-                    f"{self.spec.actor_resources.get(key)} need {need:g}, but the Ray cluster has {have:g}; use "
-                    f"fewer actors (--num-actors) or smaller actor_resources.")
+            if need <= have:
+                continue
+            where = (f"this machine has {have:g} {'cores' if key == 'num_cpus' else 'GPUs'} (the local Ray places "
+                     f"no more)" if local else f"the Ray cluster has {have:g}")
+            raise RLGraphSpecError(
+                f"--num-actors {self.num_actors}: {self.num_actors} actors x actor_resources.{key}={per_actor:g} "
+                f"need {need:g}, but {where}; use fewer actors, or oversubscribe on purpose with a fractional "
+                f"execution_spec.actor_resources.{key} (e.g. --set execution_spec.actor_resources.{key}="
+                f"{_fraction(have, self.num_actors)}).")
 
     def _make_actor(self, index):
         total = self.num_actors * self.envs_per_actor
         self._actor_versions[index] = -1
-        return self._created(self._actor_class.remote(index, self.config, self.actor_env_kwargs(index),
+        # The config and the environment's keywords travel pickled (cloudpickle: an environment creator too) and
+        # are unpickled after the user's code is installed in the actor.
+        dumps = self.ray.cloudpickle.dumps
+        return self._created(self._actor_class.remote(index, dumps(self.config), dumps(self.actor_env_kwargs(index)),
                                                       self.agent.backend, self.actor_seed(index),
-                                                      index * self.envs_per_actor, total))
+                                                      index * self.envs_per_actor, total,
+                                                      user_code=self.user_code))
 
     def _created(self, handle):
         """Notes a new actor (a ``RaySampler`` or a replay shard): its first call, ``pid``, answers once the actor
@@ -125,8 +162,8 @@ class RayEngine(RemoteActorEngine):
         index, items_ref, vector_steps, _ = self._in_flight.pop(stats_ref)
         try:
             stats = self.ray.get(stats_ref)
-        except self.ray.exceptions.RayActorError as e:
-            self._replace_actor(index, f"its process died ({type(e).__name__})")
+        except Exception as e:  # noqa: BLE001 - sorted by _on_failure: a death (replaced) or a build error.
+            self._on_failure(index, e, "its process died")
             return None
         self.actor_env_steps[index] += stats["env_steps"]
         self.actor_seconds[index] += stats["seconds"]
@@ -137,6 +174,32 @@ class RayEngine(RemoteActorEngine):
         for ref, (index, _, _, started) in list(self._in_flight.items()):
             if ref in self._in_flight and now - started > self.spec.sample_timeout_s:
                 self._replace_actor(index, f"a sample took more than sample_timeout_s={self.spec.sample_timeout_s}s")
+
+    def _on_failure(self, index, error, why):
+        """Handles a call of actor ``index`` that failed with ``error``: a death (``why``) replaces the actor
+        (counted); a build error, which a new actor would only repeat, ends the run with that error's own line.
+
+        Raises:
+            RLGraphError: The actor cannot build its environments or agent (the original error where it is one
+                of rlgraph's), or too many actors died.
+            Exception: ``error`` itself where it is neither (a bug in the sampler).
+        """
+        from rlgraph.execution.ray.ray_sampler import ActorBuildError
+
+        exceptions = self.ray.exceptions
+        build = getattr(error, "cause", error) if isinstance(error, exceptions.RayTaskError) else error
+        if isinstance(build, ActorBuildError):
+            logger.error("Ray engine: actor %d cannot build its environments or agent; stopping the run (a new "
+                         "actor would fail the same way).", index)
+            raise (build.error if build.error is not None else RLGraphError(f"Ray engine: {build}")) from None
+        if isinstance(error, exceptions.RayActorError) and getattr(error, "actor_init_failed", False):
+            lines = [line for line in str(getattr(error, "error_msg", error)).splitlines() if line.strip()]
+            raise RLGraphError(f"Ray engine: actor {index} failed in its creation: "
+                               f"{lines[-1].strip() if lines else type(error).__name__}") from None
+        if isinstance(error, (exceptions.RayActorError, exceptions.GetTimeoutError)):
+            self._replace_actor(index, f"{why} ({type(error).__name__})")
+            return
+        raise error
 
     def _replace_actor(self, index, why):
         """Replaces a dead actor by a new process; its in-flight samples count as lost env steps."""
@@ -199,8 +262,29 @@ class RayEngine(RemoteActorEngine):
         raise NotImplementedError
 
     def actor_pids(self):
-        """The process ids of the actors (index order)."""
-        return self.ray.get([a.pid.remote() for a in self.actors])
+        """The process ids of the actors (index order), once each is created and built.
+
+        An actor that died on the way (or did not start within ``sample_timeout_s``) is replaced and counted,
+        like an actor that dies later.
+
+        Raises:
+            RLGraphError: An actor cannot build its environments or agent, or too many actors died.
+        """
+        refs = [actor.pid.remote() for actor in self.actors]
+        pids = []
+        for index in range(self.num_actors):
+            deadline = time.perf_counter() + self.spec.sample_timeout_s
+            while True:
+                try:
+                    pids.append(self.ray.get(refs[index], timeout=max(0.0, deadline - time.perf_counter())))
+                    break
+                except Exception as e:  # noqa: BLE001 - sorted by _on_failure (re-raised unless a death).
+                    self._on_failure(index, e, "died while starting" if not isinstance(
+                        e, self.ray.exceptions.GetTimeoutError) else f"did not start within sample_timeout_s="
+                        f"{self.spec.sample_timeout_s:g}s")
+                    refs[index] = self.actors[index].pid.remote()
+                    deadline = time.perf_counter() + self.spec.sample_timeout_s
+        return pids
 
     def summary(self):
         """What a run's ``summary.json`` adds for this engine."""
@@ -217,7 +301,10 @@ class RayEngine(RemoteActorEngine):
     def close(self):
         """Stops the actors (and the local Ray cluster this engine started)."""
         self.kill(*self.actors)
-        self._in_flight.clear()
+        getattr(self, "_in_flight", {}).clear()
+        self._shutdown_ray()
+
+    def _shutdown_ray(self):
         if self.owns_ray and self.ray.is_initialized():
             self.ray.shutdown()
 
@@ -244,8 +331,41 @@ def _check_address(address, timeout=5.0):
                            f"(`ray start --head --port {port}`) or leave the address out for a local one.") from None
 
 
-def _init_ray(spec, cpus_needed):
-    """Connects to ``spec.ray_address`` or starts a local Ray; True if this call started it (and owns it)."""
+def _fraction(cpus, actors):
+    """A per-actor share that places ``actors`` actors on ``cpus`` CPUs (rounded down to 1/64)."""
+    return f"{max(1, int(64 * cpus / max(actors, 1))) / 64:g}"
+
+
+def _alive_nodes(ray):
+    try:
+        return sum(1 for node in ray.nodes() if node.get("Alive"))
+    except Exception:  # noqa: BLE001 - a cluster that cannot list its nodes: treat it as one machine.
+        return 1
+
+
+def _travelling_modules(user_code):
+    """The user's modules that travel with the actors to other machines (Ray's ``runtime_env`` ``py_modules``):
+    the paths (a package's directory, a one-file module's file) of the top-level packages of ``user_code``'s
+    modules that are not installed packages (site-packages)."""
+    import sys
+    import sysconfig
+
+    installed = {os.path.realpath(p) for p in (sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"])}
+    out = []
+    for name, root in user_code.modules:
+        module = sys.modules.get(name.split(".")[0])
+        if module is None or root is None or os.path.realpath(root) in installed:
+            continue
+        paths = list(getattr(module, "__path__", ()))  # A package's directory ...
+        path = paths[0] if len(paths) == 1 else None if paths else getattr(module, "__file__", None)  # ... a file.
+        if path and path not in out:
+            out.append(path)
+    return out
+
+
+def _init_ray(spec, py_modules=()):
+    """Connects to ``spec.ray_address`` (sending ``py_modules``, paths of the user's modules, with the job) or
+    starts a local Ray with this machine's cores; True if this call started it (and owns it)."""
     import ray
 
     if spec.ray_address:
@@ -254,8 +374,9 @@ def _init_ray(spec, cpus_needed):
         return False
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if spec.ray_address:
-        ray.init(address=spec.ray_address, log_to_driver=False, configure_logging=False)
+        ray.init(address=spec.ray_address, log_to_driver=False, configure_logging=False,
+                 runtime_env={"py_modules": list(py_modules)} if py_modules else None)
     else:
-        ray.init(num_cpus=max(int(np.ceil(cpus_needed)), os.cpu_count() or 1), include_dashboard=False,
-                 log_to_driver=False, configure_logging=False)
+        ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
+                 configure_logging=False)
     return True

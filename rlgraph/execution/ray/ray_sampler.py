@@ -1,8 +1,29 @@
 """What runs inside one Ray actor process: an actor-only agent stepping its own vector of environments."""
 import os
+import pickle
 import time
 
 import numpy as np
+
+from rlgraph.utils.errors import RLGraphError
+
+
+class ActorBuildError(RLGraphError):
+    """An actor could not build its environments or agent (raised by each of its calls; a retry would only repeat
+    it, so the engine ends the run with ``error``).
+
+    Args:
+        index: The actor's index.
+        error: The exception, where it is one of rlgraph's (they travel between processes), else None.
+        text: ``"TypeName: message"`` of the exception.
+    """
+
+    def __init__(self, index, error, text):
+        super().__init__(f"actor {index} cannot build its environments or agent: {text}")
+        self.index, self.error, self.text = index, error, text
+
+    def __reduce__(self):
+        return type(self), (self.index, self.error, self.text)
 
 
 class RaySampler:
@@ -17,20 +38,42 @@ class RaySampler:
         index: The actor's index (0..N-1).
         config: The training config (agent keys; run keys are ignored by ``Agent.from_spec``).
         env_kwargs: ``VectorEnv`` keywords (``env_spec``, ``num_envs``, ``seed``, ...).
+            ``config`` and ``env_kwargs`` may come pickled (the engine's way: what refers to the user's modules,
+            e.g. an environment creator, unpickles only once ``user_code`` is installed).
         backend: "tf" or "pytorch".
         seed: The agent's seed.
         slot_offset: The global index of this actor's first environment among all actors' environments.
         total_slots: All actors' environments together (Ape-X epsilons are spread over them).
         threads: Math threads of this process (``OMP_NUM_THREADS`` unless set).
+        user_code: The driver's ``UserCode`` (modules of the config's types and environment), installed before
+            anything is built (None: none).
+
+    A build that fails does not fail the actor's creation: every call then raises ``ActorBuildError`` with the
+    error, which the engine tells apart from a death (a death is replaced, a build error would only repeat).
     """
 
-    def __init__(self, index, config, env_kwargs, backend, seed, slot_offset, total_slots, threads=1):
+    def __init__(self, index, config, env_kwargs, backend, seed, slot_offset, total_slots, threads=1,
+                 user_code=None):
         os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+        self.index = index
+        self.build_error = None
+        try:
+            if user_code is not None:
+                user_code.install()
+            config, env_kwargs = (pickle.loads(v) if isinstance(v, bytes) else v for v in (config, env_kwargs))
+            self._build(config, env_kwargs, backend, seed, slot_offset, total_slots)
+        except Exception as e:  # noqa: BLE001 - any build error ends the run with its own line (the engine's).
+            self.build_error = ActorBuildError(index, e if _travels(e) else None,
+                                               f"{type(e).__name__}: {_first_line(e)}")
+            env = getattr(self, "env", None)
+            if env is not None:
+                env.close()
+
+    def _build(self, config, env_kwargs, backend, seed, slot_offset, total_slots):
         from rlgraph.agents import Agent
         from rlgraph.environments import VectorEnv
         from rlgraph.workers import ActorLoop
 
-        self.index = index
         self.env = VectorEnv(**env_kwargs)
         self.agent = Agent.from_spec(config, state_space=self.env.state_space, action_space=self.env.action_space,
                                      backend=backend, seed=seed, role="actor")
@@ -43,7 +86,13 @@ class RaySampler:
         self.timesteps = 0
 
     def pid(self):
-        """The process id (the fault tests kill it)."""
+        """The process id (the fault tests kill it).
+
+        Raises:
+            ActorBuildError: The actor could not build its environments or agent.
+        """
+        if self.build_error is not None:
+            raise self.build_error
         return os.getpid()
 
     def sample(self, num_vector_steps, weights=None, version=None, timesteps=None):
@@ -62,6 +111,8 @@ class RaySampler:
             call), "index", "weights_version". The engine calls it with two object refs for the two, so that
             items can go to a replay shard without passing through the learner's process.
         """
+        if self.build_error is not None:
+            raise self.build_error
         start = time.perf_counter()
         if weights is not None:
             self.agent.set_weights(weights, version)
@@ -84,6 +135,22 @@ class RaySampler:
                            episodes=self.env.pop_finished_episodes(), versions=versions,
                            seconds=time.perf_counter() - start, index=self.index,
                            weights_version=self.actor.weights_version)
+
+
+def _travels(error):
+    """Whether ``error`` is one of rlgraph's errors and pickles (so the engine can raise it as it is)."""
+    if not isinstance(error, RLGraphError):
+        return False
+    try:
+        pickle.loads(pickle.dumps(error))
+    except Exception:  # noqa: BLE001 - then its text travels instead.
+        return False
+    return True
+
+
+def _first_line(error):
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else repr(error)
 
 
 def _versions_of(item):
