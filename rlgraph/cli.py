@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 import time
 
@@ -51,14 +52,53 @@ def _remove_if_empty(path):
         pass
 
 
+def _stop_on_interrupt():
+    """Ctrl-C: the first one stops the run (``KeyboardInterrupt``); later ones are ignored (one line, once), so
+    that the run's shutdown finishes and leaves no process behind."""
+    def again(signum, frame):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        print("rlgraph train: still stopping the run's processes; further Ctrl-C is ignored.", file=sys.stderr)
+
+    def first(signum, frame):
+        signal.signal(signal.SIGINT, again)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, first)
+
+
+def _handled_interrupt():
+    """Tells CPython that the Ctrl-C was handled. A ``KeyboardInterrupt`` raised inside code run by C
+    (``PyRun_*``: some extension modules' start-up) sets CPython's flag ``_Py_UnhandledKeyboardInterrupt`` even
+    where Python code catches it, and CPython then ends the process by SIGINT (status -2) instead of 130."""
+    try:
+        import ctypes
+        ctypes.c_int.in_dll(ctypes.pythonapi, "_Py_UnhandledKeyboardInterrupt").value = 0
+    except (ImportError, ValueError, AttributeError, OSError):
+        pass
+    return 130
+
+
 def _train(args):
+    _stop_on_interrupt()
+    try:
+        code = _run_train(args)
+    except KeyboardInterrupt as e:
+        # (A RunInterrupted says what was kept; another came before the run started.)
+        from rlgraph.execution.runner import RunInterrupted
+        line = str(e) if isinstance(e, RunInterrupted) else "Interrupted before the run started; nothing was written."
+        print(f"rlgraph train: {line}", file=sys.stderr)
+        return _handled_interrupt()
+    return _handled_interrupt() if code == 130 else code
+
+
+def _run_train(args):
     from rlgraph.execution.run_config import check_env_id
     check_env_id(args.env)
     _check_engine_flags(args)
     if args.resume:
         _check_resume(args.logdir)
     created = bool(args.logdir) and not os.path.lexists(args.logdir)
-    from rlgraph.execution.runner import train
+    from rlgraph.execution.runner import interrupted_message, train
     try:
         summary = train(args.config, engine=args.engine, env_id=args.env, backend=args.backend, steps=args.steps,
                         seconds=args.seconds, logdir=args.logdir, seed=args.seed, resume=args.resume,
@@ -71,6 +111,12 @@ def _train(args):
             _remove_if_empty(args.logdir)
         raise
     logdir = summary.pop("logdir")
+    if summary["interrupted"]:
+        # Everything is stopped and the checkpoint written: one line says what was kept.
+        print(json.dumps(summary, indent=1))
+        line = interrupted_message(summary.get("interrupted_during") or "training", summary["env_steps"], logdir)
+        print(f"rlgraph train: {line}", file=sys.stderr)
+        return 130
     print(json.dumps(summary, indent=1))
     if logdir:
         print(f"Logs, checkpoint, summary.json and learning_curve.png in {logdir}")

@@ -10,7 +10,7 @@ from rlgraph.backends import get_backend
 from rlgraph.backends.ops import BackendOps, area_weights, same_padding
 from rlgraph.utils.backend import backend_available
 
-#: JAX has no graph executor yet (issue 34), so the ``backend`` fixture does not run it: its tests here are marked.
+#: The JAX cases run in their own parametrization (the ``backend`` fixture runs the graph backends TF and PyTorch):
 requires_jax = pytest.mark.skipif(not backend_available("jax"),
                                   reason="JAX is not installed: pip install 'rlgraph[jax]'")
 

@@ -244,8 +244,11 @@ def test_executor_create_picks_backend_and_rejects_unknown():
     from rlgraph.utils.errors import RLGraphBackendError
     ex = GraphExecutor.create(backend="torch", root_component=DenseLayer(2), input_spaces=dict(inputs=STATES))
     assert ex.backend.name == "pytorch"
-    with pytest.raises(RLGraphBackendError, match="Unknown backend 'jax'"):
-        GraphExecutor.create(backend="jax", root_component=DenseLayer(2), input_spaces=dict(inputs=STATES))
+    with pytest.raises(RLGraphBackendError, match="Unknown backend 'mxnet'"):
+        GraphExecutor.create(backend="mxnet", root_component=DenseLayer(2), input_spaces=dict(inputs=STATES))
+    pytest.importorskip("jax")
+    ex = GraphExecutor.create(backend="jax", root_component=DenseLayer(2), input_spaces=dict(inputs=STATES))
+    assert type(ex).__name__ == "JaxExecutor"
 
 
 class GradProbe(Component):

@@ -8,8 +8,8 @@ _instances = {}
 def get_backend(name):
     """The ``Backend`` object for ``name`` ("tf", "pytorch" or "jax", aliases accepted).
 
-    "jax" serves its operations table (``.ops``) and variable helpers; it cannot build component graphs yet
-    (issue 34: ``JaxBackend.run_build`` raises). Without JAX installed it raises ``RLGraphBackendError`` naming
+    "jax" serves its operations table (``.ops``), functional variables and the JAX executor's build (graphs
+    without an optimizer so far, issue 34). Without JAX installed it raises ``RLGraphBackendError`` naming
     ``pip install 'rlgraph[jax]'``.
     """
     name = normalize_backend(name, graphs=False)

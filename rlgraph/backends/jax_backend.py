@@ -17,6 +17,8 @@ The backend turns on JAX's 64-bit types (``jax_enable_x64``, for the whole proce
 on the other backends: int64 indices, float64 where asked for; float32 inputs and weakly typed Python numbers
 still compute in float32.
 """
+import threading
+
 import numpy as np
 
 from rlgraph.backends.backend import Backend
@@ -27,23 +29,101 @@ from rlgraph.utils.errors import RLGraphBackendError
 
 class JaxBackend(Backend):
     """JAX: variables are ``JaxVariable`` boxes; the executor (``JaxExecutor``) traces each API method into one
-    ``jax.jit`` program. The build runs graph functions eagerly on concrete arrays (as PyTorch's: the variables'
-    values and the components' states are restored afterwards); its random draws come from the table's own
-    generator. Creating it loads JAX (``RLGraphBackendError`` naming ``pip install 'rlgraph[jax]'`` where it is
-    missing) and enables its 64-bit types."""
+    ``jax.jit`` program. Creating it loads JAX (``RLGraphBackendError`` naming ``pip install 'rlgraph[jax]'`` where
+    it is missing) and enables its 64-bit types.
+
+    The build evaluates graph functions abstractly (``jax.eval_shape``: output shapes and dtypes, nothing compiled
+    or run; eager JAX would compile every operation for every shape, seconds per build): their values in the build
+    are ``jax.ShapeDtypeStruct``; array arguments are abstract, the others (Python numbers, strings) concrete; random
+    draws take a traced key; the variables keep their values. A graph function that needs concrete values (shapes
+    from values, a host call of unknown output size) runs eagerly instead, on zeros where its inputs are abstract
+    (with the table's generator). Variables get their initial values back after the build.
+
+    Attributes:
+        abstract_build: Evaluate graph functions abstractly in the build (default True; False: all eagerly).
+    """
 
     name = "jax"
-    build_runs_eagerly = True
+    build_runs_eagerly = False
+    abstract_build = True
 
     def __init__(self):
         jax.config.update("jax_enable_x64", True)  # Loads JAX: raises the install hint here where it is missing.
+        # Per thread (a build in one thread leaves programs traced in another alone): ``variables``, during a build,
+        # [(variable, initial value)]; ``depth``: graph functions called inside a graph function run as they are.
+        self._build = threading.local()
+
+    def _building(self):
+        return getattr(self._build, "variables", None)
 
     def _make_ops(self):
         from rlgraph.backends.jax_ops import JaxOps
         return JaxOps()
 
+    def run_build(self, fn):
+        build = self._build
+        outer, build.variables, build.depth = self._building(), [], 0
+        try:
+            return fn()
+        finally:
+            for var, value in build.variables:
+                var.value = value
+            build.variables = outer
+
+    def wrap_graph_fn_device(self, fn, device):
+        def graph_fn(*args, **kwargs):
+            if self._building() is None or self._build.depth or not self.abstract_build:
+                return fn(*args, **kwargs)
+            return self._evaluate_abstractly(fn, args, kwargs)
+        return graph_fn
+
+    def _evaluate_abstractly(self, fn, args, kwargs):
+        """``fn(*args, **kwargs)`` in the build: abstract outputs, or concrete ones where it needs concrete values."""
+        from rlgraph.backends.op_generator import op_generator
+        leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
+        traced = [i for i, x in enumerate(leaves) if _abstract_leaf(x)]
+        variables = [(var, var.value) for var, _ in self._build.variables]
+
+        returned_variables = {}  # Output leaf index -> a variable returned as it is (``variables()``).
+
+        def abstract(key, *values):
+            merged = list(leaves)
+            for i, v in zip(traced, values):
+                merged[i] = v
+            a, k = jax.tree_util.tree_unflatten(tree, merged)
+            with op_generator(JaxGenerator(key=key)):
+                out = fn(*a, **k)
+            out_leaves, out_tree = jax.tree_util.tree_flatten(out)
+            for i, x in enumerate(out_leaves):
+                if isinstance(x, JaxVariable):
+                    returned_variables[i], out_leaves[i] = x, x.value
+            return jax.tree_util.tree_unflatten(out_tree, out_leaves)
+
+        self._build.depth += 1
+        try:
+            out = jax.eval_shape(abstract, jax.random.key(0), *[leaves[i] for i in traced])
+            if not returned_variables:
+                return out
+            out_leaves, out_tree = jax.tree_util.tree_flatten(out)
+            for i, var in returned_variables.items():
+                out_leaves[i] = var
+            return jax.tree_util.tree_unflatten(out_tree, out_leaves)
+        except untraceable_errors():
+            concrete = [jax.numpy.zeros(x.shape, x.dtype) if isinstance(x, jax.ShapeDtypeStruct) else x
+                        for x in leaves]
+            a, k = jax.tree_util.tree_unflatten(tree, concrete)
+            return fn(*a, **k)
+        finally:
+            self._build.depth -= 1
+            for var, value in variables:
+                var.value = value
+
     def create_variable(self, name, value, trainable, device=None):
-        return JaxVariable(name, jax.numpy.array(value, copy=True), trainable)
+        var = JaxVariable(name, jax.numpy.array(value, copy=True), trainable)
+        building = self._building()
+        if building is not None:
+            building.append((var, var.value))
+        return var
 
     def is_trainable(self, var):
         return var.trainable
@@ -75,13 +155,28 @@ class JaxBackend(Backend):
         return value
 
     def shape_and_dtype(self, value):
-        if isinstance(value, (jax.Array, JaxVariable)):
+        if isinstance(value, (jax.Array, JaxVariable, jax.ShapeDtypeStruct)):
             return tuple(value.shape), np.dtype(value.dtype)
         return super().shape_and_dtype(value)
 
     def set_seed(self, seed):
         """Restarts the ops table's own generator (used outside an executor's calls) from ``seed``."""
         self.ops.generator = JaxGenerator(seed)
+
+
+def _abstract_leaf(x):
+    """Whether a graph function's argument leaf is abstract in the build: arrays (not strings), not Python values."""
+    if isinstance(x, (jax.Array, jax.ShapeDtypeStruct)):
+        return True
+    return isinstance(x, np.ndarray) and x.dtype.kind not in "USO"
+
+
+def untraceable_errors():
+    """The errors of a trace that needs concrete values: shapes or Python control flow from an array's values,
+    numpy on a tracer, a host call of unknown output size."""
+    e = jax.errors
+    return (e.ConcretizationTypeError, e.TracerArrayConversionError, e.TracerIntegerConversionError,
+            e.NonConcreteBooleanIndexError, JaxUntraceableError)
 
 
 class JaxUntraceableError(RLGraphBackendError):
@@ -200,6 +295,8 @@ def functional(fn, variables=()):
             generator = JaxGenerator(key=key)
             with op_generator(generator):
                 outputs = fn(*args)
+            # A variable returned as it is (``variables()``) is returned as its value.
+            outputs = jax.tree_util.tree_map(lambda x: x.value if isinstance(x, JaxVariable) else x, outputs)
             return outputs, generator.key, [None if var.value is value else var.value
                                             for var, value in zip(variables, values)]
         finally:

@@ -14,16 +14,19 @@ Where JAX differs from the other backends, the contract is:
   carrying the message, which an executor turns into ``RLGraphRuntimeError``) and no new state is returned.
 - ``host_call``: eagerly ``fn`` runs at once; under ``jax.jit`` through an ordered ``io_callback`` (run in program
   order, never dropped when its outputs are unused, as the other backends' stateful host calls), which needs every
-  output size known: ``None`` in an output shape raises ``JaxUntraceableError`` (an ``RLGraphBackendError``) there: the executor runs that method eagerly. An ``RLGraphError`` of ``fn``
-  surfaces as ``check``'s failures do.
+  output size known: ``None`` in an output shape raises ``JaxUntraceableError`` (an ``RLGraphBackendError``)
+  there, and the executor runs that API method eagerly. An ``RLGraphError`` of ``fn`` surfaces as ``check``'s
+  failures do.
 - ``gather``/``take_along_last`` cannot raise for indices out of range under ``jax.jit``; JAX fills such entries.
+- Under ``jax.jit``, ``constant``/``asarray``/``cast``/``minimum``/``maximum`` of values known when the program is
+  made (Python numbers, numpy values) give numpy values (static sizes stay static; see ``_static``).
 """
 import numpy as np
 
 from rlgraph.backends.jax_backend import JaxGenerator, JaxUntraceableError, JaxVariable, current_generator
 from rlgraph.backends.ops import BackendOps, area_weights, numpy_dtype, same_padding
 from rlgraph.utils.backend import jax
-from rlgraph.utils.errors import RLGraphBackendError, RLGraphError, RLGraphRuntimeError
+from rlgraph.utils.errors import RLGraphError, RLGraphRuntimeError
 
 # This module is imported only when the JAX table is made (``JaxBackend._make_ops``): JAX is loaded by then.
 jnp = jax.numpy
@@ -55,6 +58,14 @@ def _tracing(values=()):
     return isinstance(jnp.zeros((), bool), _Tracer)
 
 
+def _static(*values):
+    """Whether, under ``jax.jit``, ``values`` are all known when the program is made (Python numbers, numpy values):
+    conversions and ``minimum``/``maximum`` of such values stay numpy there (as TensorFlow folds constants), so that
+    sizes computed from static shapes (``n = ops.asarray(shape[0])``, ``ops.arange(ops.minimum(n, capacity))``)
+    remain static instead of becoming tracers. Eagerly the operations return JAX arrays as always."""
+    return all(isinstance(v, (int, float, bool, np.ndarray, np.generic)) for v in values) and _tracing()
+
+
 class JaxOps(BackendOps):
     """``BackendOps`` on JAX (``jax.numpy``, ``jax.lax``, ``jax.nn``); every operation also works under ``jax.jit``.
 
@@ -69,12 +80,18 @@ class JaxOps(BackendOps):
 
     # --- conversion and types ----------------------------------------------------------------------------
     def constant(self, value, dtype=None, like=None):
+        if _static(value):
+            return np.asarray(value, dtype=_dtype(dtype))
         return jnp.asarray(value, dtype=_dtype(dtype))
 
     def cast(self, x, dtype):
+        if _static(x):
+            return np.asarray(x).astype(numpy_dtype(dtype))
         return jnp.asarray(x).astype(numpy_dtype(dtype))
 
     def asarray(self, x, dtype=None, like=None):
+        if _static(x):
+            return np.asarray(x, dtype=_dtype(dtype))
         return jnp.asarray(x, dtype=_dtype(dtype))
 
     def dtype(self, x):
@@ -166,10 +183,10 @@ class JaxOps(BackendOps):
         return jnp.where(abs_x <= delta, 0.5 * jnp.square(x), delta * (abs_x - 0.5 * delta))
 
     def minimum(self, a, b):
-        return jnp.minimum(a, b)
+        return np.minimum(a, b) if _static(a, b) else jnp.minimum(a, b)
 
     def maximum(self, a, b):
-        return jnp.maximum(a, b)
+        return np.maximum(a, b) if _static(a, b) else jnp.maximum(a, b)
 
     def clip(self, x, low=None, high=None):
         if low is not None:

@@ -74,11 +74,15 @@ class GraphExecutor(Specifiable):
 
     @staticmethod
     def create(backend=None, **kwargs):
-        """The executor for ``backend`` ("tf" or "pytorch"; default ``$RLGRAPH_BACKEND`` or what is installed)."""
+        """The executor for ``backend`` ("tf", "pytorch" or "jax"; default ``$RLGRAPH_BACKEND`` or what is
+        installed)."""
         name = normalize_backend(backend or get_default_backend())
         if name == "tf":
             from rlgraph.executors.tensorflow_executor import TensorFlowExecutor
             return TensorFlowExecutor(**kwargs)
+        if name == "jax":
+            from rlgraph.executors.jax_executor import JaxExecutor
+            return JaxExecutor(**kwargs)
         from rlgraph.executors.pytorch_executor import PyTorchExecutor
         return PyTorchExecutor(**kwargs)
 

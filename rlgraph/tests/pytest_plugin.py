@@ -4,7 +4,9 @@ Opt-in: a project loads it from its top-level ``conftest.py`` with
 ``pytest_plugins = ["rlgraph.tests.pytest_plugin"]`` (rlgraph's own ``tests/conftest.py`` does). It is not
 registered as a ``pytest11`` entry point, so it never touches the test suites of other projects in the same
 environment. A test taking ``backend`` then runs for "tf" and "pytorch"; ``--backend tf`` (or
-``$RLGRAPH_TEST_BACKENDS=tf``) restricts the run.
+``$RLGRAPH_TEST_BACKENDS=tf``) restricts the run. ``--backend jax`` runs them on JAX, which is not in the default
+set while its executor runs graphs without an optimizer only (issue 34): a test of an optimizer's graph fails there
+with the line naming issue 34.
 """
 import os
 
@@ -15,7 +17,8 @@ from rlgraph.utils.backend import BACKENDS, backend_available, normalize_backend
 
 def pytest_addoption(parser):
     parser.addoption("--backend", action="append", default=None,
-                     help="rlgraph backend(s) to run backend-parametrized tests on (tf, pytorch).")
+                     help="rlgraph backend(s) to run backend-parametrized tests on (tf, pytorch, jax; "
+                          "default tf and pytorch).")
 
 
 def _selected(config):
@@ -32,7 +35,7 @@ def pytest_generate_tests(metafunc):
 
 @pytest.fixture
 def backend(request):
-    """The backend name ("tf" or "pytorch"); skips the test if that backend is not installed."""
+    """The backend name ("tf", "pytorch" or "jax"); skips the test if that backend is not installed."""
     name = request.param
     if not backend_available(name):
         pytest.skip(f"backend {name} is not installed")

@@ -1,6 +1,6 @@
 """Building blocks for unrolls [T, B] (or [B, T]) that contain episode boundaries."""
 from rlgraph.components.component import Component
-from rlgraph.utils.backend import tf, torch
+from rlgraph.utils.backend import jax, tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 
 
@@ -74,7 +74,7 @@ class SequenceHelper(Component):
         return self.ops.concat([values[:, 1:], bootstrap_values[:, None]], axis=1)
 
     # Per backend: the scan's rounds depend on T, which a TensorFlow trace does not know (a tf.while_loop over a
-    # dynamic T) and PyTorch does (a Python loop, step by step for short sequences).
+    # dynamic T), PyTorch does (a Python loop, step by step for short sequences) and JAX scans.
     @graph_fn(backend="tf")
     def _graph_fn_reverse_discounted_cumsum(self, values, discounts, bootstrap_values):
         if not self.time_major:
@@ -96,6 +96,23 @@ class SequenceHelper(Component):
         _, y, _ = tf.while_loop(lambda k, y, a: k < n, double, (tf.constant(1), y, a))
         out = y[:-1]
         return out if self.time_major else tf.transpose(out)
+
+    @graph_fn(backend="jax")
+    def _graph_fn_reverse_discounted_cumsum(self, values, discounts, bootstrap_values):
+        # JAX: one lax.scan from the last step back (T is static in a jit program).
+        jnp = jax.numpy
+        if not self.time_major:
+            values, discounts = values.T, discounts.T
+        discounts = discounts.astype(values.dtype)
+        last = jnp.zeros_like(values[0]) if bootstrap_values is None else bootstrap_values.astype(values.dtype)
+
+        def step(carry, inputs_t):
+            x, d = inputs_t
+            y = x + d * carry
+            return y, y
+
+        _, out = jax.lax.scan(step, last, (values, discounts), reverse=True)
+        return out if self.time_major else out.T
 
     @graph_fn(backend="pytorch")
     def _graph_fn_reverse_discounted_cumsum(self, values, discounts, bootstrap_values):

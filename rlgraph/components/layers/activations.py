@@ -1,5 +1,5 @@
 """Activation functions by name, for each backend."""
-from rlgraph.utils.backend import normalize_backend, tf, torch
+from rlgraph.utils.backend import jax, normalize_backend, tf, torch
 from rlgraph.utils.errors import RLGraphSpecError
 from rlgraph.utils.validation import OneOf, any_case, check
 
@@ -41,6 +41,11 @@ def get_activation(name, backend):
         return {"relu": tf.nn.relu, "tanh": tf.tanh, "sigmoid": tf.sigmoid, "elu": tf.nn.elu, "selu": tf.nn.selu,
                 "softplus": tf.nn.softplus, "swish": tf.nn.silu, "gelu": lambda x: tf.nn.gelu(x, approximate=False),
                 "leaky_relu": lambda x: tf.nn.leaky_relu(x, 0.2), "softmax": tf.nn.softmax}[key]
+    if normalize_backend(backend) == "jax":
+        nn = jax.nn
+        return {"relu": nn.relu, "tanh": jax.numpy.tanh, "sigmoid": nn.sigmoid, "elu": nn.elu, "selu": nn.selu,
+                "softplus": nn.softplus, "swish": nn.silu, "gelu": lambda x: nn.gelu(x, approximate=False),
+                "leaky_relu": lambda x: nn.leaky_relu(x, 0.2), "softmax": lambda x: nn.softmax(x, axis=-1)}[key]
     F = torch.nn.functional
     return {"relu": torch.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid, "elu": F.elu, "selu": F.selu,
             "softplus": F.softplus, "swish": F.silu, "gelu": F.gelu,

@@ -5,7 +5,7 @@ from rlgraph.components.layers.layer import Layer
 from rlgraph.components.layers.lstm_scan_pytorch import lstm_scan
 from rlgraph.components.layers.lstm_scan_tf import lstm_scan as tf_lstm_scan
 from rlgraph.spaces import BoolBox, FloatBox, Tuple
-from rlgraph.utils.backend import tf, torch
+from rlgraph.utils.backend import jax, tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
 from rlgraph.utils.errors import RLGraphSpaceError
 from rlgraph.utils.validation import Int, Number, check_args
@@ -94,7 +94,7 @@ class LSTMLayer(Layer):
     def call(self, inputs, initial_state=None, resets=None):
         return self._graph_fn_call(inputs, initial_state, resets)
 
-    # Per backend: the recurrent scan is each backend's own kernel (lstm_scan_tf / lstm_scan_pytorch).
+    # Per backend: the recurrent scan is each backend's own kernel (lstm_scan_tf / lstm_scan_pytorch / lax.scan).
     @graph_fn(backend="tf")
     def _graph_fn_call(self, inputs, initial_state, resets):
         x = inputs if self.time_major else tf.transpose(inputs, [1, 0, 2])
@@ -134,3 +134,30 @@ class LSTMLayer(Layer):
                           self.bias[2 * self.units:]])
         outputs, c = lstm_scan(x, self.kernel, self.recurrent_kernel, bias, h, c, keep)
         return (outputs if self.time_major else outputs.transpose(0, 1)), (outputs[-1], c)
+
+    @graph_fn(backend="jax")
+    def _graph_fn_call(self, inputs, initial_state, resets):
+        jnp, ops, units = jax.numpy, self.ops, self.units
+        x = inputs if self.time_major else jnp.swapaxes(inputs, 0, 1)
+        if initial_state is None:
+            h = c = jnp.zeros((x.shape[1], units), x.dtype)
+        else:
+            h, c = initial_state
+        bias = ops.read_value(self.bias).at[units:2 * units].add(self.forget_bias)
+        xw = jnp.matmul(x, ops.read_value(self.kernel)) + bias  # All steps' input projections at once.
+        recurrent = ops.read_value(self.recurrent_kernel)
+        if resets is None:
+            keep = jnp.ones(x.shape[:2] + (1,), x.dtype)
+        else:
+            keep = (1.0 - (resets if self.time_major else jnp.swapaxes(resets, 0, 1)).astype(x.dtype))[:, :, None]
+
+        def step(state, inputs_t):
+            (h, c), (xw_t, keep_t) = state, inputs_t
+            h, c = h * keep_t, c * keep_t
+            i, f, g, o = jnp.split(xw_t + jnp.matmul(h, recurrent), 4, axis=-1)
+            c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+            h = jax.nn.sigmoid(o) * jnp.tanh(c)
+            return (h, c), h
+
+        (h, c), outputs = jax.lax.scan(step, (h, c), (xw, keep))
+        return (outputs if self.time_major else jnp.swapaxes(outputs, 0, 1)), (h, c)

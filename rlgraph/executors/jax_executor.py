@@ -1,0 +1,214 @@
+"""JAX executor: each API method runs as one ``jax.jit`` program, compiled on its first call.
+
+Issue 34, first step: graphs without an optimizer (layers, networks, policies, distributions, explorations, the
+RL maths forward, memories through host calls). The build of a graph with a graph function that has no JAX body
+yet (an ``Optimizer``'s gradients, a FIFO queue) raises one line naming the component and issue 34.
+"""
+import logging
+import os
+import re
+from collections import defaultdict
+
+import numpy as np
+
+from rlgraph.backends.jax_backend import JaxGenerator, untraceable_errors, functional, store_values
+from rlgraph.backends.op_generator import op_generator
+from rlgraph.executors.device_strategy import DeviceStrategy
+from rlgraph.executors.graph_executor import GraphExecutor
+from rlgraph.spaces import Space
+from rlgraph.utils.backend import JAX_NOT_YET, jax
+from rlgraph.utils.errors import RLGraphBackendError, RLGraphError, RLGraphRuntimeError
+
+logger = logging.getLogger(__name__)
+
+VARIABLES_FILE = "variables.npz"
+
+
+class JaxExecutor(GraphExecutor):
+    """Executes API methods as compiled JAX programs over the executor's variables and random key.
+
+    Each root API method becomes ``jax.jit(functional(method, variables))``: one pure function of (the random key,
+    the variables' values, the method's space-checked arguments) -> (outputs, the next key, the variables' new
+    values); the executor holds the variables (``JaxVariable`` boxes) and the key (``op_generator``, a
+    ``JaxGenerator``) and stores what each call returns. A graph function's assignments are functional updates of
+    the boxes while the program is traced. Arguments outside the input spaces (static arguments, e.g.
+    ``deterministic=True`` left out of ``input_spaces``) and arguments of the ``int`` and ``bool`` spaces (sizes
+    such as ``batch_size``, flags) are constants of the program: one program per value; ``float`` arguments (e.g.
+    ``time_percentage``) are traced.
+
+    A program is traced and compiled on the method's first call with given input shapes and dtypes (as
+    TensorFlow traces on the first call); XLA's shapes are static, so a new batch size compiles the method again.
+    ``trace_counts`` counts the traces per method.
+
+    Eager fallback: a method whose trace cannot be made runs eagerly, graph function by graph function, on the
+    same variables and key (``eager_methods`` names them; logged once): a host call with an unknown output size
+    (``JaxOps.host_call`` raises ``JaxUntraceableError``), or Python control flow or shapes depending on an input's
+    values (JAX's ``ConcretizationTypeError``), or string arguments (a ``TextBox``). Root API methods that are one
+    host graph function (a numpy memory's insert and sample) run on the host without JAX, as on every backend.
+
+    ``execute_steps`` runs one program call per step (a ``lax.scan`` over the steps comes with the update methods
+    in the next step of issue 34); device strategies with towers are refused.
+
+    Attributes:
+        trace_counts: API method -> how often its program was traced (once per input signature).
+        eager_methods: The API methods that run eagerly (see above).
+    """
+
+    backend_name = "jax"
+    op_generator = None
+
+    def __init__(self, root_component, **kwargs):
+        self.trace_counts = defaultdict(int)
+        self.eager_methods = set()
+        self._variables = []
+        super().__init__(root_component, **kwargs)
+
+    def build(self):
+        if type(self.device_strategy) is not DeviceStrategy:
+            raise RLGraphBackendError(f"Device strategy {self.device_strategy!r} of '{self.root.global_scope}': "
+                                      f"the JAX backend runs one device so far (issue 34).")
+        try:
+            super().build()
+        except RLGraphError as e:
+            missing = _missing_jax_body(e)
+            if missing is None:
+                raise
+            raise RLGraphBackendError(f"{missing} Not on JAX yet: {JAX_NOT_YET}") from None
+        self._variables = list(self.variables().values())
+        # The key stream continues where the build's draws (from the table's generator, seeded by the build) left.
+        self.op_generator = JaxGenerator()
+        self.op_generator.set_state(self.backend.ops.generator.get_state())
+
+    # --- calls -------------------------------------------------------------------------------------------
+    def _make_call(self, name, params, dynamic, checkers, defaults):
+        method = self._api_callable(name)
+        eager = any(_has_text(self.input_spaces[p]) for p in dynamic)
+        # ``int`` and ``bool`` arguments (sizes, flags) are constants of the program; ``float`` ones are traced.
+        constant = [self.input_spaces[p] in (int, bool) for p in dynamic]
+        programs = {}  # (static arguments, constant arguments) -> compiled program
+        general, scope = self._general_args, self.root.global_scope
+        n = len(params)
+        n_leading = len(dynamic) if params[:len(dynamic)] == dynamic else -1
+
+        def program_for(static, constants):
+            key = (tuple(sorted(static.items())), constants)
+            try:
+                return programs[key]
+            except KeyError:
+                pass
+            except TypeError:  # An unhashable static argument: compiled for this call only.
+                key = None
+            given = iter(constants)
+
+            def traced(*values):
+                self.trace_counts[name] += 1
+                values = iter(values)
+                args = [next(given) if c else next(values) for c in constant]
+                return method(*args) if not static else method(**dict(zip(dynamic, args)), **static)
+            program = jax.jit(functional(traced, self._variables))
+            if key is not None:
+                programs[key] = program
+            return program
+
+        def run(dyn, static):
+            if name in self.eager_methods or eager:
+                return self._run_eagerly(method, dynamic, dyn, static)
+            constants = tuple(v for v, c in zip(dyn, constant) if c)
+            try:
+                program = program_for(static, constants)
+                return self._run_program(program, [v for v, c in zip(dyn, constant) if not c])
+            except untraceable_errors() as e:
+                logger.info("API method '%s' of '%s' cannot be traced by jax.jit (%s: %s); it runs eagerly.",
+                            name, scope, type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+                self.eager_methods.add(name)
+                return self._run_eagerly(method, dynamic, dyn, static)
+
+        def call(*args, **kwargs):
+            if not kwargs:
+                if not defaults and len(args) == n:
+                    return run([checkers[p](a) for p, a in zip(dynamic, args)], {})
+                if len(args) == n_leading:
+                    return run([checkers[p](a) for p, a in zip(dynamic, args)], defaults)
+            dyn, static = general(name, params, dynamic, checkers, defaults, args, kwargs, scope)
+            return run(dyn, static)
+        return call
+
+    def _run_program(self, program, dyn):
+        """Runs a compiled program on the executor's key and variables; stores the new ones once it succeeded."""
+        generator, variables = self.op_generator, self._variables
+        try:
+            outputs, key, values = program(generator.key, [v.value for v in variables], *dyn)
+            jax.block_until_ready((outputs, key, values))  # A failed check fails here, before any state changes.
+        except jax.errors.JaxRuntimeError as e:
+            raise RLGraphRuntimeError(_runtime_message(e)) from None
+        generator.key = key
+        store_values(variables, values)
+        return _to_numpy(outputs)
+
+    def _run_eagerly(self, method, dynamic, dyn, static):
+        with op_generator(self.op_generator):
+            if not static:
+                return _to_numpy(method(*dyn))
+            return _to_numpy(method(**dict(zip(dynamic, dyn)), **static))
+
+    # --- variables and random state ----------------------------------------------------------------------
+    def _store_variables(self, path):
+        values = {name: self.backend.read_variable(var) for name, var in self.variables().items()}
+        np.savez(os.path.join(path, VARIABLES_FILE), **values)
+
+    def _load_variables(self, path):
+        file = os.path.join(path, VARIABLES_FILE)
+        with np.load(file) as stored:
+            variables = self.variables()
+            missing = [k for k in variables if k not in stored.files]
+            if missing:
+                raise RLGraphBackendError(f"'{file}' lacks variable(s) {missing[:10]}.")
+            values = [stored[k] for k in variables]
+        self._assign_variables(variables, values)
+
+    def get_rng_state(self):
+        """The executor's key stream (``generator``: the raw key data), which graph functions draw from."""
+        return None if self.op_generator is None else {"generator": self.op_generator.get_state()}
+
+    def set_rng_state(self, state):
+        """Restores what ``get_rng_state`` returned; None (or a state without ``generator``) changes nothing."""
+        if state is None or state.get("generator") is None or self.op_generator is None:
+            return
+        self.op_generator.set_state(state["generator"])
+
+
+def _missing_jax_body(error):
+    """The message of the error, in the chain of ``error`` (a build's), that a graph function has no JAX body (the
+    builder's check of the graph's graph functions, or one called inside another, e.g. an optimizer's gradients),
+    else None."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, RLGraphBackendError) and "has no implementation for backend 'jax'" in str(error):
+            return str(error)
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def _has_text(space):
+    if not isinstance(space, Space):
+        return False
+    return any(s.dtype.kind in "USO" for s in space.flatten().values())
+
+
+def _runtime_message(error):
+    """The message of the ``RLGraphRuntimeError`` a host callback raised inside a program, else JAX's first line."""
+    text = str(error)
+    match = re.search(r"RLGraph\w*Error: ([^\n]*)", text)
+    return match.group(1) if match else (text.splitlines()[0] if text else type(error).__name__)
+
+
+def _to_numpy(x):
+    """A call's outputs as writable numpy arrays (dicts kept, lists as tuples, Python values as they are)."""
+    if isinstance(x, jax.Array):
+        return np.array(x)
+    if isinstance(x, dict):
+        return {k: _to_numpy(v) for k, v in x.items()}
+    if isinstance(x, (tuple, list)):
+        return tuple(_to_numpy(v) for v in x)
+    return x
