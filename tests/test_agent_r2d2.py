@@ -43,7 +43,7 @@ def test_cartpole_config_builds_acts_and_learns_a_step(backend):
     assert actions.shape == (3,) and set(actions) <= {0, 1}
     h, c = extras["internal_states"]
     assert h.shape == c.shape == (3, 64) and np.any(h != 0)
-    agent.update_spec.update(batch_size=4, steps_before_update=0)
+    agent.learner.spec.update(batch_size=4, steps_before_update=0)  # (the learner holds its schedule)
     out = VectorWorker(agent, VectorEnv("CartPole-v1", num_envs=4, seed=0)).run(200)
     assert out["results"] and np.isfinite(out["results"][-1]["loss"])
 
