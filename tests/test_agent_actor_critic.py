@@ -163,7 +163,7 @@ def test_update_loss_matches_numpy_reference(backend, kind):
         loss_spec["value_clipping"] = 0.1
     agent = small_agent(kind, backend, reward_scale=0.5, reward_clipping="clamp_one", loss_spec=loss_spec)
     if kind == "appo":
-        agent.num_epochs = 1
+        agent.learner.num_epochs = 1  # (the learner holds its passes)
     terminals = np.zeros((T, n), bool)
     truncations = np.zeros((T, n), bool)
     terminals[1, 0] = True
@@ -312,7 +312,7 @@ def test_appo_drops_over_lagged_samples(backend):
     assert (result["num_updates"], result["dropped_samples"], result["policy_lag_max"]) == (2, T * n, 1)
     assert result["policy_lag_mean"] == 0.5 and agent.updates == 2
     # Columns collected by an older policy (e.g. a slow remote actor) are left out, fresh ones are learned from.
-    agent.num_epochs, agent.max_policy_lag = 1, 3
+    agent.learner.num_epochs, agent.learner.max_policy_lag = 1, 3  # (the learner holds its passes)
     drive(agent, T, n, no_ends, no_ends)
     batch = agent.pop_unroll()
     batch["policy_versions"][:, :2] = agent.updates - 5
