@@ -15,9 +15,66 @@ from rlgraph.execution.run_config import (DEFAULT_TRAIN_SPEC, ENGINES, MAX_EVAL_
                                           TRAIN_SPEC_DOCS, TRAIN_SPEC_SCHEMA, RunConfig, env_kwargs_of, load_config,
                                           make_agent, make_vector_env, resolve_backend, train_spec_json_schema)
 from rlgraph.utils.errors import RLGraphSpecError
+from rlgraph.utils.process_watchdog import interrupts_deferred
 
 #: The engines' earlier name.
 EXECUTORS = ENGINES
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C ended a run outside its training loop (while it was built, in its final evaluation or while it
+    shut down); its processes are stopped and its last checkpoint is untouched. ``str()`` is the one line that
+    says what was kept (``interrupted_message``).
+
+    Args:
+        phase: What the run was doing ("building the run", "the final evaluation", "shutting down").
+        env_steps: The run's env steps when it was interrupted (None before it had any).
+        logdir: The run's logdir (None before it had one).
+    """
+
+    def __init__(self, phase, env_steps, logdir):
+        super().__init__(phase, env_steps, logdir)
+        self.phase, self.env_steps, self.logdir = phase, env_steps, logdir
+
+    def __str__(self):
+        return interrupted_message(self.phase, self.env_steps, self.logdir)
+
+
+def interrupted_message(phase, env_steps, logdir):
+    """One line saying where a run was interrupted and what it kept: its newest intact checkpoint (read back and
+    checked against its checksums here) and how to continue."""
+    at = f" at env step {env_steps:,}" if env_steps is not None else ""
+    head = f"Interrupted during {phase}{at}"
+    if not logdir:
+        return f"{head}; nothing was written."
+    from rlgraph.training.checkpoint_store import CheckpointStore
+    from rlgraph.utils.errors import RLGraphError
+    try:
+        found = CheckpointStore(logdir).latest()
+    except RLGraphError as e:
+        return f"{head}; no intact checkpoint in {logdir} ({e})."
+    if found is None:
+        return f"{head}; no checkpoint was written yet in {logdir}, so there is nothing to resume."
+    steps = found[1].get("state", {}).get("env_steps", 0)
+    return (f"{head}; the last checkpoint (env step {steps:,}) in {logdir} is intact; continue with --resume "
+            f"--logdir {logdir}.")
+
+
+class _Progress:
+    """Where a run is, for the line of an interrupted run: its phase, logdir and trainer."""
+
+    def __init__(self, logdir):
+        self.phase, self.logdir, self.trainer = "building the run", logdir, None
+
+    def where(self):
+        """The phase, in training what the trainer was doing (training, an evaluation, a checkpoint write)."""
+        if self.phase == "training" and self.trainer is not None:
+            return self.trainer.activity
+        return self.phase
+
+    def env_steps(self):
+        """The run's env steps so far (None before its trainer exists)."""
+        return None if self.trainer is None else int(self.trainer.state["env_steps"])
 
 
 def train(config, engine=None, env_id=None, backend=None, steps=None, seconds=None, logdir=None, seed=0,
@@ -63,27 +120,38 @@ def train(config, engine=None, env_id=None, backend=None, steps=None, seconds=No
     created = bool(logdir) and not os.path.exists(logdir)
     if logdir:
         _check_logdir(logdir, resume, overwrite)
+    where = _Progress(logdir)
     try:
-        return _train(run, logdir, config_name, resume, overwrite, progress, loggers)
+        try:
+            return _train(run, logdir, config_name, resume, overwrite, progress, loggers, where)
+        except RunInterrupted:
+            raise
+        except KeyboardInterrupt:
+            raise RunInterrupted(where.where(), where.env_steps(), where.logdir) from None
     except BaseException:
         if created and os.path.isdir(logdir) and not os.listdir(logdir):
             os.rmdir(logdir)  # A run refused or stopped before it wrote anything leaves no empty logdir behind.
         raise
 
 
-def _train(run, logdir, config_name, resume, overwrite, progress, loggers):
-    """``train``'s composition once the run config and the logdir are checked."""
+def _train(run, logdir, config_name, resume, overwrite, progress, loggers, where):
+    """``train``'s composition once the run config and the logdir are checked; ``where`` (``_Progress``) follows
+    its phases."""
     from rlgraph.training import Trainer
 
     with _math_threads(run), _built(run) as engine, _evaluation_env(run) as eval_env:
-        logdir = logdir or run.default_logdir(engine.agent.backend, config_name)
+        logdir = where.logdir = logdir or run.default_logdir(engine.agent.backend, config_name)
         effective = run.effective_config(engine.agent.backend)
         trainer = Trainer(engine, logdir, **run.trainer_settings(), resume=resume, overwrite=overwrite,
                           metadata=run.metadata(engine.agent), evaluator=_periodic_evaluator(run, engine, eval_env),
                           progress=progress, loggers=loggers, params=effective)
+        where.trainer = trainer
         _write_config(logdir, effective)
+        where.phase = "training"
         summary = trainer.train()
+        where.phase = "the final evaluation"
         _final_evaluation(run, engine, eval_env, trainer, summary)
+        where.phase = "shutting down"
     return dict(summary, logdir=logdir)
 
 
@@ -154,13 +222,15 @@ def _math_threads(run):
 
 @contextlib.contextmanager
 def _built(run):
-    """The run's engine (``build_engine``) as an ``Engine``, closed when the run ends."""
+    """The run's engine (``build_engine``) as an ``Engine``, closed when the run ends (Ctrl-C held back until
+    its processes are stopped)."""
     from rlgraph.training.engine import as_engine
     engine = as_engine(build_engine(run))
     try:
         yield engine
     finally:
-        engine.close()
+        with interrupts_deferred():
+            engine.close()
 
 
 @contextlib.contextmanager
@@ -173,7 +243,8 @@ def _evaluation_env(run):
         yield env
     finally:
         if env is not None:
-            env.close()
+            with interrupts_deferred():
+                env.close()
 
 
 def _periodic_evaluator(run, engine, env):

@@ -85,6 +85,10 @@ class Trainer:
         self.stop_at_target = stop_at_target
         self.chunk_steps = int(chunk_steps)
         self._running_chunk = None  # The env steps of the chunk the engine runs now (None between chunks).
+        #: What the run does now ("training", "a periodic evaluation", "a checkpoint write"): where a Ctrl-C
+        #: landed, in the summary as ``interrupted_during``.
+        self.activity = "training"
+        self.interrupted_during = None
         self.checkpoint_every_seconds = checkpoint_every_seconds
         self.metadata = dict(metadata or {})
         self.progress_mode = _progress_mode(progress)
@@ -214,11 +218,17 @@ class Trainer:
                     last_status = time.perf_counter()
                 if time.perf_counter() - last_checkpoint >= self.checkpoint_every_seconds:
                     self.state["wall_seconds"] = time.perf_counter() - start
+                    self.activity = "a checkpoint write"
                     self.save_checkpoint()
+                    self.activity = "training"
                     last_checkpoint = time.perf_counter()
         except KeyboardInterrupt:
             interrupted = True
-            logger.warning("Interrupted: writing a checkpoint to %s.", self.checkpoint_dir)
+            self.interrupted_during = self.activity
+            self.activity = "the checkpoint write after the interrupt"
+            # (The command line says in one line what was kept, once the run's processes are stopped.)
+            logger.info("Interrupted during %s: writing a checkpoint to %s.", self.interrupted_during,
+                        self.checkpoint_dir)
         except BaseException as e:
             # A failing run writes no checkpoint: the last good one stays current. (A BaseException other than
             # Ctrl-C: the process is told to end, e.g. a sweep's scheduler stopping a trial.)
@@ -231,7 +241,10 @@ class Trainer:
         bar.close()
         try:
             self.state["wall_seconds"] = time.perf_counter() - start
+            if not interrupted:
+                self.activity = "the final checkpoint write"
             self.save_checkpoint()
+            self.activity = "writing the run's summary"
         finally:
             writer.close("interrupted" if interrupted else "finished")
         if self._graph_written:
@@ -319,6 +332,7 @@ class Trainer:
 
     def _evaluate(self, writer, start):
         st = self.state
+        self.activity = "a periodic evaluation"
         returns = list(self.evaluator())
         mean = float(np.mean(returns))
         if self.target_return is not None and st["steps_to_target"] is None and mean >= self.target_return:
@@ -328,6 +342,7 @@ class Trainer:
         st["last_eval_step"] = st["env_steps"]
         st["evaluations"].append((st["env_steps"], round(time.perf_counter() - start, 3), mean))
         writer.add_scalar("evaluation/mean_return", mean, st["env_steps"])
+        self.activity = "training"
         if self.target_return is not None and st["steps_to_target"] is None and mean >= self.target_return:
             st["steps_to_target"] = st["env_steps"]
             st["seconds_to_target"] = time.perf_counter() - start
@@ -349,6 +364,8 @@ class Trainer:
                        target_measured_on="greedy evaluation" if self.evaluator else "training episodes",
                        last_evaluation=st["evaluations"][-1] if st["evaluations"] else None,
                        interrupted=interrupted)
+        if interrupted:
+            summary["interrupted_during"] = self.interrupted_during
         if self.nothing_trained:
             summary["nothing_trained"] = self.nothing_trained
         if self.trackers:

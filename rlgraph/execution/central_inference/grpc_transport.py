@@ -136,6 +136,8 @@ def grpc_actor_main(argv=None):
     args = parser.parse_args(argv)
     if os.environ.get(LOCAL_ENV):  # Started by the server: Ctrl-C is the learner's to handle; it then stops us.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        from rlgraph.utils.process_watchdog import watch_parent
+        watch_parent(what="Central inference actor")  # A learner killed by SIGKILL takes its actors with it.
     if args.env_kwargs is not None:
         env_kwargs = json.loads(args.env_kwargs)
     elif args.config is not None:

@@ -138,6 +138,8 @@ def shm_actor_main(argv=None):
     """The entry point of an actor process: ``INDEX FD SHM_NAME LAYOUT_JSON ENV_KWARGS_JSON`` (what
     ``ShmTransport.start`` passes). No deep-learning backend is imported here."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle; it then stops us.
+    from rlgraph.utils.process_watchdog import watch_parent
+    watch_parent(what="Central inference actor")  # A learner killed by SIGKILL takes its actors with it.
     index, fd, shm_name, layout, env_kwargs = sys.argv[1:6] if argv is None else argv
     index = int(index)
     layout = [(name, tuple(shape), dtype, offset) for name, shape, dtype, offset in json.loads(layout)]

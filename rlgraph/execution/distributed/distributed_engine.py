@@ -14,6 +14,7 @@ from rlgraph.training.engine import Engine
 from rlgraph.utils.errors import RLGraphCheckpointError, RLGraphError, RLGraphLearnerGroupError, RLGraphSpecError
 from rlgraph.utils.run_state import load_run_state, save_run_state
 from rlgraph.utils.user_modules import UserCode, check_json_environment
+from rlgraph.utils.process_watchdog import interrupts_deferred
 
 logger = logging.getLogger(__name__)
 
@@ -186,6 +187,12 @@ class DistributedEngine(Engine):
     # --- the engine interface ---------------------------------------------------------------------------------
     def run(self, num_env_steps):
         """Every learner runs ``ceil(num_env_steps / num_learners)`` environment steps (updates in lockstep)."""
+        # Ctrl-C waits for the end of the step: the learners run it in lockstep, and one that left half-way would
+        # leave the others in a gradient all-reduce (the run's last checkpoint follows the step).
+        with interrupts_deferred():
+            return self._run(num_env_steps)
+
+    def _run(self, num_env_steps):
         per_learner = max(1, -(-int(num_env_steps) // self.num_learners))
         for channel in self.channels.values():
             channel.send({"cmd": "run", "steps": per_learner})
@@ -213,7 +220,8 @@ class DistributedEngine(Engine):
 
     def store(self, path):
         """Learner 0's model and run state, and every other learner's run state under ``learner<r>/``."""
-        states = self._call_all({"cmd": "get_state"}, expect="state")
+        with interrupts_deferred():  # (All learners' states or none: no answer left unread in a channel.)
+            states = self._call_all({"cmd": "get_state"}, expect="state")
         for rank, (header, arrays) in states.items():
             directory = os.path.join(path, LEARNER_STATE_DIR.format(rank=rank))
             os.makedirs(directory, exist_ok=True)

@@ -23,6 +23,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=f"learner {args.rank} %(asctime)s %(levelname)s %(message)s")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from rlgraph.utils.process_watchdog import watch_parent
+    watch_parent(what=f"learner {args.rank}")  # Learner 0 killed by SIGKILL takes the learners it started along.
     from rlgraph.execution.distributed.learner import serve
     from rlgraph.execution.execution_spec import ExecutionSpec
     from rlgraph.utils.specifiable import load_json

@@ -8,6 +8,7 @@ import numpy as np
 
 from rlgraph.execution.remote_actors import RemoteActorEngine
 from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
+from rlgraph.utils.process_watchdog import start_reaper, stop_reaper
 from rlgraph.utils.user_modules import UserCode
 
 logger = logging.getLogger(__name__)
@@ -15,6 +16,14 @@ logger = logging.getLogger(__name__)
 #: Seconds ``RayEngine.kill`` waits for actors still being created (see there), the first of them without a word.
 ACTOR_CREATION_WAIT_S = 60.0
 ACTOR_CREATION_QUIET_S = 2.0
+
+#: Ray settings of the local Ray the engine starts (``ray.init(_system_config=...)``; Ray 2.60's
+#: ``ray_config_def.h``). Task events off: the workers report no per-task state events, so the GCS keeps no record
+#: per sample request (with them it grew ~17 MB/min over a long run); where a worker still reports, the GCS keeps
+#: at most a few thousand tasks. ``include_dashboard=False`` leaves the dashboard's web UI out; Ray 2.60 always
+#: starts its minimal API server and the raylet's dashboard and runtime-env agents (no setting stops them), and
+#: they, like the GCS and raylet, end with this process (Ray's kernel fate-sharing on Linux).
+LOCAL_RAY_SYSTEM_CONFIG = (("task_events_report_interval_ms", 0), ("task_events_max_num_task_in_gcs", 1000))
 
 
 class RayEngine(RemoteActorEngine):
@@ -60,7 +69,16 @@ class RayEngine(RemoteActorEngine):
             # GPUs are Ray's to detect).
             self._check_resources({"CPU": float(os.cpu_count() or 1), "GPU": float("inf")}, local=True)
         self.user_code = UserCode.of_run(config, env_kwargs)
-        self.owns_ray = _init_ray(spec, _travelling_modules(self.user_code))
+        # A local Ray's processes end with this one, even when it is killed: its GCS and raylet by Ray's kernel
+        # fate-sharing, the rest (its agents and workers, which wait on a GCS that is gone) by a reaper.
+        local = not spec.ray_address and not ray.is_initialized()
+        self._reaper = start_reaper() if local else None
+        try:
+            self.owns_ray = _init_ray(spec, _travelling_modules(self.user_code))
+        except BaseException:
+            if local:  # (Ctrl-C in ray.init: what it started goes; the reaper ends the rest when this process ends.)
+                ray.shutdown()
+            raise
         self.actors, self._creations = [], {}  # actor handle -> ref of its first call (answered once created)
         try:
             self._check_resources(ray.cluster_resources(), local=self.owns_ray and not spec.ray_address)
@@ -307,6 +325,8 @@ class RayEngine(RemoteActorEngine):
     def _shutdown_ray(self):
         if self.owns_ray and self.ray.is_initialized():
             self.ray.shutdown()
+        stop_reaper(getattr(self, "_reaper", None))
+        self._reaper = None
 
 
 def _sampler_class():
@@ -377,6 +397,8 @@ def _init_ray(spec, py_modules=()):
         ray.init(address=spec.ray_address, log_to_driver=False, configure_logging=False,
                  runtime_env={"py_modules": list(py_modules)} if py_modules else None)
     else:
-        ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
-                 configure_logging=False)
+        # address="local": a Ray of this run's own, even where another one runs on this machine (ray.init()
+        # would join that one).
+        ray.init(address="local", num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
+                 configure_logging=False, _system_config=dict(LOCAL_RAY_SYSTEM_CONFIG))
     return True
