@@ -33,6 +33,20 @@ def test_tensorflow_notices_only_with_verbose(tmp_path):
     assert [n for n in NOISE if n in verbose], "with -v the backend's own notices are kept"
 
 
+@pytest.mark.slow
+def test_a_ray_run_prints_no_ray_notices(tmp_path):
+    # Ray's start-up notices (token authentication, usage stats, the dashboard) are not the user's run's.
+    pytest.importorskip("ray")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    cmd = [sys.executable, "-m", "rlgraph.cli", "train", os.path.join(ROOT, "configs", "appo_cartpole.json"),
+           "--backend", "pytorch", "--engine", "ray", "--num-actors", "1", "--steps", "2000", "--quiet",
+           "--logdir", str(tmp_path / "run"), "--set", "train_spec.eval_episodes=0"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr.strip() == "", proc.stderr[-3000:]
+
+
 def _one_line(capsys, args, message):
     assert cli_main(["demo"] + [str(a) for a in args]) == 2
     err = capsys.readouterr().err

@@ -22,6 +22,10 @@ QUIET_ENVIRONMENT = {
 
 #: Python loggers of the libraries, raised to WARNING (their INFO lines are start-up chatter).
 QUIET_LOGGERS = ("tensorflow", "absl", "ray", "h5py", "matplotlib", "PIL", "urllib3", "filelock")
+#: Python loggers whose warnings are notices about a library's defaults, not about the run: raised to ERROR. Ray
+#: warns at every start of a local Ray that token authentication is enabled (its secure default since 2.5x,
+#: which stays on).
+QUIET_NOTICES = ("ray._private.authentication.authentication_token_setup",)
 
 
 def quiet_libraries(verbose=False):
@@ -41,4 +45,6 @@ def quiet_libraries(verbose=False):
             os.environ[key] = changed[key] = value
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
+    for name in QUIET_NOTICES:
+        logging.getLogger(name).setLevel(logging.ERROR)
     return changed
