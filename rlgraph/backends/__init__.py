@@ -8,8 +8,7 @@ _instances = {}
 def get_backend(name):
     """The ``Backend`` object for ``name`` ("tf", "pytorch" or "jax", aliases accepted).
 
-    "jax" serves its operations table (``.ops``), functional variables and the JAX executor's build (graphs
-    without an optimizer so far, issue 34). Without JAX installed it raises ``RLGraphBackendError`` naming
+    "jax" serves its operations table (``.ops``), functional variables and the JAX executor's build (issue 34). Without JAX installed it raises ``RLGraphBackendError`` naming
     ``pip install 'rlgraph[jax]'``.
     """
     name = normalize_backend(name, graphs=False)

@@ -326,3 +326,135 @@ def current_generator(default):
     """The ``JaxGenerator`` current in this thread (``op_generator``), else ``default``."""
     generator = current_op_generator()
     return generator if isinstance(generator, JaxGenerator) else default
+
+
+# --- gradients --------------------------------------------------------------------------------------------------
+# A traced value cannot be differentiated after the fact: JAX differentiates functions. ``differentiating`` makes
+# the loss an optimizer receives a function of the variables by running the API method again: a loss pass runs it
+# under ``jax.value_and_grad`` with the variables' boxes bound to the differentiated arguments, up to the
+# optimizer's call, whose loss it returns; the final pass runs it whole, the optimizer taking the gradients the loss
+# pass computed. Both passes start from the same random key, and the final pass replays the host calls' outputs of
+# the loss pass (a replay memory's sample is drawn once), so that both see the same values; XLA merges the
+# duplicated forward computation.
+_tapes = threading.local()
+
+
+class _LossReached(Exception):
+    """Ends a loss pass at the optimizer call whose loss it computes."""
+
+    def __init__(self, loss):
+        super().__init__("loss pass reached its optimizer call")
+        self.loss = loss
+
+
+class GradientTape:
+    """The state of one ``differentiating`` call: the gradients of the optimizer calls so far and the host calls'
+    outputs to replay. Optimizer JAX bodies call ``gradients``; ``JaxOps.host_call`` goes through ``host_call``."""
+
+    def __init__(self, variables, traced):
+        self.variables = variables  # The boxes that loss passes differentiate (all float variables).
+        self.traced = traced  # Whether the API method is traced by jax.jit (else it runs eagerly).
+        self.gradients_of = []  # Per optimizer call: id(box) -> gradient.
+        self.host_outputs = []  # Host calls' outputs, in call order, to replay.
+        self.loss_call = None  # In a loss pass: the index of the optimizer call whose loss it computes.
+        self._calls = self._host_calls = 0
+
+    def _start_pass(self, loss_call):
+        self.loss_call, self._calls, self._host_calls = loss_call, 0, 0
+
+    def gradients(self, variables, loss, owner):
+        """The gradients of ``loss`` w.r.t. ``variables`` (dict of ``JaxVariable``) at this optimizer call."""
+        index = self._calls
+        self._calls += 1
+        if index == self.loss_call:
+            if getattr(loss, "shape", ()) != ():
+                raise RLGraphBackendError(f"Optimizer '{owner}': the loss must be a scalar, got shape {loss.shape}.")
+            raise _LossReached(loss)
+        if index >= len(self.gradients_of):
+            raise _MoreGradients()
+        grads = self.gradients_of[index]
+        out = {}
+        for key, var in variables.items():
+            if not isinstance(var, JaxVariable) or id(var) not in grads:
+                raise RLGraphBackendError(
+                    f"Optimizer '{owner}': on JAX the optimized variables must be float variables of the graph (as "
+                    f"returned by a component's variables()); '{key}' is {type(var).__name__}.")
+            out[key] = grads[id(var)]
+        return out
+
+    def host_call(self, call):
+        """``call()``'s outputs, or the outputs the same host call had in the loss pass (replayed)."""
+        index = self._host_calls
+        self._host_calls += 1
+        if index < len(self.host_outputs):
+            return self.host_outputs[index]
+        outputs = call()
+        self.host_outputs.append(outputs)
+        return outputs
+
+
+def current_tape():
+    """The ``GradientTape`` of the ``differentiating`` call running in this thread, else None."""
+    return getattr(_tapes, "tape", None)
+
+
+def differentiating(fn, all_variables):
+    """``fn`` (an API method reaching optimizers) with the gradients its optimizers ask for (see above).
+
+    ``all_variables()`` returns all the graph's variables (boxes): loss passes differentiate w.r.t. the float ones and
+    restore all values afterwards. Works traced (inside ``functional``) and eagerly.
+    """
+    def call(*args, **kwargs):
+        variables = tuple(all_variables())
+        floats = tuple(v for v in variables if jax.numpy.issubdtype(v.dtype, jax.numpy.inexact))
+        generator = current_op_generator()
+        key = generator.key
+        saved = [var.value for var in variables]
+        tape = GradientTape(floats, traced=isinstance(key, jax.core.Tracer))
+        outer, _tapes.tape = current_tape(), tape
+        try:
+            while True:
+                tape.gradients_of.append(_loss_pass(fn, args, kwargs, tape, len(tape.gradients_of), variables, key))
+                tape._start_pass(None)
+                generator.key = key
+                try:
+                    return fn(*args, **kwargs)
+                except _MoreGradients:  # A further optimizer call: its loss pass, then the final pass again.
+                    for var, value in zip(variables, saved):
+                        var.value = value
+        finally:
+            _tapes.tape = outer
+    return call
+
+
+class _MoreGradients(Exception):
+    """The final pass reached an optimizer call without a loss pass yet."""
+
+
+def _loss_pass(fn, args, kwargs, tape, loss_call, variables, key):
+    """Runs ``fn`` up to optimizer call ``loss_call`` under ``jax.value_and_grad``: id(box) -> gradient; the host
+    calls' outputs of the pass become the tape's to replay."""
+    floats = tape.variables
+    saved = [var.value for var in variables]
+    known = list(tape.host_outputs)
+
+    def loss_fn(values):
+        try:
+            for var, value in zip(floats, values):
+                var.value = value
+            tape._start_pass(loss_call)
+            tape.host_outputs = list(known)
+            with op_generator(JaxGenerator(key=key)):
+                try:
+                    fn(*args, **kwargs)
+                except _LossReached as e:
+                    return e.loss, list(tape.host_outputs)
+            raise RLGraphBackendError("A loss pass of a JAX API method reached no optimizer call; the method's "
+                                      "control flow differs between passes.")
+        finally:
+            for var, value in zip(variables, saved):
+                var.value = value
+
+    (_, recorded), grads = jax.value_and_grad(loss_fn, has_aux=True)([var.value for var in floats])
+    tape.host_outputs = recorded
+    return {id(var): g for var, g in zip(floats, grads)}

@@ -23,7 +23,8 @@ Where JAX differs from the other backends, the contract is:
 """
 import numpy as np
 
-from rlgraph.backends.jax_backend import JaxGenerator, JaxUntraceableError, JaxVariable, current_generator
+from rlgraph.backends.jax_backend import (JaxGenerator, JaxUntraceableError, JaxVariable, current_generator,
+                                          current_tape)
 from rlgraph.backends.ops import BackendOps, area_weights, numpy_dtype, same_padding
 from rlgraph.utils.backend import jax
 from rlgraph.utils.errors import RLGraphError, RLGraphRuntimeError
@@ -330,7 +331,8 @@ class JaxOps(BackendOps):
 
     def scatter_update(self, variable, indices, updates):
         """Rebinds the variable to its value with rows ``indices`` set to ``updates`` and returns the new value."""
-        new = self.read_value(variable).at[jnp.asarray(indices)].set(lax.stop_gradient(jnp.asarray(updates, variable.dtype)))
+        updates = lax.stop_gradient(jnp.asarray(updates, variable.dtype))
+        new = self.read_value(variable).at[jnp.asarray(indices)].set(updates)
         return self._store(variable, new)
 
     @staticmethod
@@ -353,8 +355,18 @@ class JaxOps(BackendOps):
         return value
 
     def host_call(self, fn, inputs, output_specs, device=None, name=None):
+        tape = current_tape()
+        if tape is not None:  # Inside an API method with gradients: one draw for its loss and final passes.
+            # Run eagerly, its loss pass (under jax.value_and_grad) calls the host directly, on the inputs' values.
+            eager = not tape.traced
+            return tape.host_call(lambda: self._host_call(fn, inputs, output_specs, name, eager))
+        return self._host_call(fn, inputs, output_specs, name)
+
+    def _host_call(self, fn, inputs, output_specs, name, eager=False):
         specs = [(numpy_dtype(d), tuple(s)) for d, s in output_specs]
-        if not _tracing(inputs):
+        if eager:
+            inputs = [lax.stop_gradient(x) if isinstance(x, _Tracer) else x for x in inputs]
+        if eager or not _tracing(inputs):
             try:
                 outs = fn(*[np.asarray(x) for x in inputs])
             except RLGraphError as e:

@@ -422,3 +422,18 @@ def builder_input_spaces(meta_graph):
 
 
 __all__ = ["GraphExecutor", "PYTHON_TYPES"]
+
+
+def differentiates(call):
+    """Whether the call graph of a root API call reaches a component that differentiates: one with a true
+    ``differentiates`` class attribute (optimizers; a component whose graph functions differentiate
+    by themselves must set it too: PyTorch runs the other API methods without autograd, JAX differentiates only
+    the methods that reach one)."""
+    from rlgraph.graphs.meta_graph import APICall
+    stack = [call]
+    while stack:
+        c = stack.pop()
+        if getattr(c.component, "differentiates", False):
+            return True
+        stack.extend(sub for sub in c.calls if isinstance(sub, APICall))
+    return False

@@ -1,8 +1,8 @@
 """JAX executor: each API method runs as one ``jax.jit`` program, compiled on its first call.
 
-Issue 34, first step: graphs without an optimizer (layers, networks, policies, distributions, explorations, the
-RL maths forward, memories through host calls). The build of a graph with a graph function that has no JAX body
-yet (an ``Optimizer``'s gradients, a FIFO queue) raises one line naming the component and issue 34.
+Issue 34: layers, networks, policies, distributions, explorations, the RL maths, memories through host calls, and
+(step 3) optimizers: an update is one program with its gradients. The build of a graph with a graph function that
+has no JAX body raises one line naming the component and issue 34.
 """
 import logging
 import os
@@ -11,12 +11,13 @@ from collections import defaultdict
 
 import numpy as np
 
-from rlgraph.backends.jax_backend import JaxGenerator, untraceable_errors, functional, store_values
+from rlgraph.backends.jax_backend import (JaxGenerator, differentiating, functional, store_values,
+                                         untraceable_errors)
 from rlgraph.backends.op_generator import op_generator
 from rlgraph.executors.device_strategy import DeviceStrategy
-from rlgraph.executors.graph_executor import GraphExecutor
+from rlgraph.executors.graph_executor import GraphExecutor, differentiates, map_batched_leaves
 from rlgraph.spaces import Space
-from rlgraph.utils.backend import JAX_NOT_YET, jax
+from rlgraph.utils.backend import jax
 from rlgraph.utils.errors import RLGraphBackendError, RLGraphError, RLGraphRuntimeError
 
 logger = logging.getLogger(__name__)
@@ -46,8 +47,12 @@ class JaxExecutor(GraphExecutor):
     values (JAX's ``ConcretizationTypeError``), or string arguments (a ``TextBox``). Root API methods that are one
     host graph function (a numpy memory's insert and sample) run on the host without JAX, as on every backend.
 
-    ``execute_steps`` runs one program call per step (a ``lax.scan`` over the steps comes with the update methods
-    in the next step of issue 34); device strategies with towers are refused.
+    ``execute_steps`` runs one program: a ``lax.scan`` over the steps, each step the method's program on its rows.
+    Device strategies with towers are refused.
+
+    Gradients: an API method that reaches an optimizer (a component with ``differentiates``) runs as
+    ``jax_backend.differentiating(method)``: a loss pass under ``jax.value_and_grad`` up to the optimizer's call,
+    then the whole method with those gradients, in the same program (same key; host calls' outputs replayed).
 
     Attributes:
         trace_counts: API method -> how often its program was traced (once per input signature).
@@ -82,6 +87,8 @@ class JaxExecutor(GraphExecutor):
     # --- calls -------------------------------------------------------------------------------------------
     def _make_call(self, name, params, dynamic, checkers, defaults):
         method = self._api_callable(name)
+        if differentiates(self.meta_graph.api[name]):
+            method = differentiating(method, lambda: self._variables)
         eager = any(_has_text(self.input_spaces[p]) for p in dynamic)
         # ``int`` and ``bool`` arguments (sizes, flags) are constants of the program; ``float`` ones are traced.
         constant = [self.input_spaces[p] in (int, bool) for p in dynamic]
@@ -133,6 +140,59 @@ class JaxExecutor(GraphExecutor):
             return run(dyn, static)
         return call
 
+    def _make_steps_call(self, name, dynamic, axes, static):
+        """``execute_steps``: one program, a ``lax.scan`` over the steps (each step the method's whole program on
+        its rows, the variables and key carried), compiled per rows shape and constant arguments. Methods that run
+        eagerly, or with text arguments, run one ``execute`` per step."""
+        method = self._api_callable(name)
+        if differentiates(self.meta_graph.api[name]):
+            method = differentiating(method, lambda: self._variables)
+        constant = [self.input_spaces[p] in (int, bool) for p in dynamic]
+        per_step = GraphExecutor._make_steps_call(self, name, dynamic, axes, static)
+        programs = {}
+        eager = any(_has_text(self.input_spaces[p]) for p in dynamic)
+        traced_axes = [a for a, c in zip(axes, constant) if not c]
+
+        def program_for(constants):
+            program = programs.get(constants)
+            if program is not None:
+                return program
+            variables = self._variables
+
+            def step(*values):
+                self.trace_counts[name] += 1
+                given, values = iter(constants), iter(values)
+                args = [next(given) if c else next(values) for c in constant]
+                return method(*args) if not static else method(**dict(zip(dynamic, args)), **static)
+            pure_step = functional(step, variables)
+
+            def pure(key, values, rows, *dyn):
+                def body(carry, r):
+                    key, values = carry
+                    sliced = [map_batched_leaves(v, a, lambda x, ax: jax.numpy.take(x, r, axis=ax))
+                              for v, a in zip(dyn, traced_axes)]
+                    outputs, key, new = pure_step(key, values, *sliced)
+                    return (key, [v if n is None else n.astype(v.dtype) for v, n in zip(values, new)]), outputs
+                (key, values), outputs = jax.lax.scan(body, (key, list(values)), rows)
+                return outputs, key, values
+            program = programs[constants] = jax.jit(pure)
+            return program
+
+        def call(rows, dyn):
+            if eager or name in self.eager_methods:
+                return per_step(rows, dyn)
+            constants = tuple(v for v, c in zip(dyn, constant) if c)
+            traced = [v for v, c in zip(dyn, constant) if not c]
+            try:
+                program = program_for(constants)
+                return self._run_program(program, [jax.numpy.asarray(rows)] + traced)
+            except untraceable_errors() as e:
+                logger.info("execute_steps('%s') of '%s' cannot be traced by jax.jit (%s); one call per step.",
+                            name, self.root.global_scope, type(e).__name__)
+                self.eager_methods.add(name)
+                return per_step(rows, dyn)
+        return call
+
     def _run_program(self, program, dyn):
         """Runs a compiled program on the executor's key and variables; stores the new ones once it succeeded."""
         generator, variables = self.op_generator, self._variables
@@ -175,6 +235,11 @@ class JaxExecutor(GraphExecutor):
         if state is None or state.get("generator") is None or self.op_generator is None:
             return
         self.op_generator.set_state(state["generator"])
+
+
+#: What a build of a graph with a graph function lacking a JAX body appends to the line naming it.
+JAX_NOT_YET = ("the JAX backend lacks this graph function so far (issue 34); use backend 'tf' or 'pytorch' for "
+               "this graph.")
 
 
 def _missing_jax_body(error):

@@ -4,7 +4,7 @@ import os
 import numpy as np
 
 from rlgraph.backends.op_generator import drawing_from
-from rlgraph.executors.graph_executor import GraphExecutor, _stack, map_batched_leaves
+from rlgraph.executors.graph_executor import GraphExecutor, _stack, differentiates, map_batched_leaves
 from rlgraph.executors.input_checker import PYTHON_TYPES
 from rlgraph.spaces import Space, TextBox
 from rlgraph.utils.backend import torch
@@ -43,7 +43,7 @@ class PyTorchExecutor(GraphExecutor):
 
     def _make_call(self, name, params, dynamic, checkers, defaults):
         fn = drawing_from(self, self._api_callable(name))
-        if not _differentiates(self.meta_graph.api[name]):
+        if not differentiates(self.meta_graph.api[name]):
             fn = _without_autograd(fn)
         to_numpy = self.backend.to_numpy
         component = self.root.global_scope
@@ -85,7 +85,7 @@ class PyTorchExecutor(GraphExecutor):
     def _make_steps_call(self, name, dynamic, axes, static):
         """``execute_steps``: the arguments converted once, each step's rows taken from the tensors."""
         fn = drawing_from(self, self._api_callable(name))
-        if not _differentiates(self.meta_graph.api[name]):
+        if not differentiates(self.meta_graph.api[name]):
             fn = _without_autograd(fn)
         device = torch.device(self.backend.normalize_device(self.root.device)) if self.root.device else None
         converters = [_converter(self.input_spaces[p], device) for p in dynamic]
@@ -147,20 +147,6 @@ class PyTorchExecutor(GraphExecutor):
 
 def _byte_tensor(values):
     return torch.from_numpy(np.array(values, np.uint8))
-
-
-def _differentiates(call):
-    """Whether the call graph of a root API call reaches a component that differentiates: one with a true
-    ``differentiates`` class attribute (optimizers; a component whose graph functions call ``torch.autograd``
-    must set it too, else its API methods run without autograd)."""
-    from rlgraph.graphs.meta_graph import APICall
-    stack = [call]
-    while stack:
-        c = stack.pop()
-        if getattr(c.component, "differentiates", False):
-            return True
-        stack.extend(sub for sub in c.calls if isinstance(sub, APICall))
-    return False
 
 
 def _without_autograd(fn):

@@ -12,8 +12,8 @@ class ComponentTest:
         component: The component to test (it becomes the root).
         input_spaces: Maps API argument names to spaces (or ``int``/``float``/``bool``).
         action_space: The action space handed to the components.
-        backend: "tf", "pytorch" or "jax" (default ``$RLGRAPH_BACKEND`` or what is installed; JAX runs graphs
-            without an optimizer so far, issue 34).
+        backend: "tf", "pytorch" or "jax" (default ``$RLGRAPH_BACKEND`` or what is installed; JAX is
+            never the default, issue 34).
         seed: Seed for initial values and random ops.
         **executor_kwargs: Passed on to the executor (e.g. ``device``).
     """

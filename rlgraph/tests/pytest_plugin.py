@@ -5,8 +5,8 @@ Opt-in: a project loads it from its top-level ``conftest.py`` with
 registered as a ``pytest11`` entry point, so it never touches the test suites of other projects in the same
 environment. A test taking ``backend`` then runs for "tf" and "pytorch"; ``--backend tf`` (or
 ``$RLGRAPH_TEST_BACKENDS=tf``) restricts the run. ``--backend jax`` runs them on JAX, which is not in the default
-set while its executor runs graphs without an optimizer only (issue 34): a test of an optimizer's graph fails there
-with the line naming issue 34.
+set yet (issue 34: its own tests are tests/test_jax_*.py; a graph function without a JAX body is refused with the
+line naming issue 34).
 """
 import os
 

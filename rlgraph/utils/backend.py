@@ -4,9 +4,9 @@ Nothing here imports TensorFlow, PyTorch or JAX at import time: ``tf``, ``torch`
 that import the real library on first attribute access, so a user with only one backend installed can still use
 rlgraph. After the first access, attribute look-ups on the proxy cost the same as on the real module.
 
-"jax" builds and runs component graphs through ``rlgraph.executors.jax_executor.JaxExecutor`` (issue 34, first
-step): graphs whose graph functions all have a JAX body (no optimizer yet); the build of any other graph raises one
-line naming the component and issue 34 (``JAX_NOT_YET``). It is never the default backend.
+"jax" builds and runs component graphs through ``rlgraph.executors.jax_executor.JaxExecutor`` (issue 34): graphs
+whose graph functions all have a JAX body; the build of any other graph raises one line naming the component and
+issue 34 (``rlgraph.executors.jax_executor.JAX_NOT_YET``). It is never the default backend.
 """
 import contextlib
 import importlib
@@ -25,13 +25,9 @@ BACKEND_ALIASES = {
 }
 #: The default backends (the first installed is the default; the test plugin's default parametrization).
 BACKENDS = ("tf", "pytorch")
-#: Every backend that builds and runs component graphs (JAX: components without an optimizer so far, issue 34).
+#: Every backend that builds and runs component graphs (JAX: issue 34, never the default).
 GRAPH_BACKENDS = ("tf", "pytorch", "jax")
 _BACKEND_MODULES = {"tf": "tensorflow", "pytorch": "torch", "jax": "jax"}
-
-#: What a JAX build of a graph whose graph functions lack a JAX body appends to the line naming them.
-JAX_NOT_YET = ("the JAX backend runs graphs without an optimizer so far (issue 34: gradients and the per-backend "
-               "graph functions come next); use backend 'tf' or 'pytorch' for this graph.")
 
 
 def normalize_backend(name, graphs=True):

@@ -286,6 +286,16 @@ class FIFOQueue(NumpyMemory):
                                   num_records=num_records)
         return self.record_space.unflatten(dict(zip(self._keys, outputs)))
 
+    @graph_fn(backend="jax")
+    def _graph_fn_get_records(self, num_records):
+        # As PyTorch's, blocking in the host call; a jit program has static shapes: ``num_records`` is a constant
+        # of the program (an int argument), so the outputs have that many rows.
+        specs = self._get_specs
+        if isinstance(num_records, (int, np.integer)):
+            specs = [(dtype, (int(num_records),) + tuple(shape[1:])) for dtype, shape in specs]
+        outputs = self.numpy_call(self._get_numpy, [num_records], specs, "get_records", num_records=num_records)
+        return self.record_space.unflatten(dict(zip(self._keys, outputs)))
+
 
 def _batch_size(arrays):
     sizes = [np.shape(a)[0] if np.ndim(a) else None for a in arrays]

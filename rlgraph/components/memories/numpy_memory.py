@@ -140,6 +140,11 @@ class NumpyMemory(Memory):
                 logger.debug("%s failed: %s", prefix, e)
                 raise RLGraphError(f"{prefix}: {e}") from None
 
+        if isinstance(num_records, (int, np.integer)) and not isinstance(num_records, bool) and num_records > 0:
+            # A read of a known number of records: its outputs' leading dim is that number (static shapes, so that
+            # a compiling backend (JAX) traces the read inside its program).
+            out_specs = [(d, (int(num_records),) + tuple(s[1:]) if s and s[0] is None else tuple(s))
+                         for d, s in out_specs]
         device = host_data_device(self.device)  # PyTorch: this component's device, or the one a tower runs on.
         return self.ops.host_call(run, inputs, out_specs, device=None if device is None else
                                   self.backend.normalize_device(device), name=f"{type(self).__name__}_{api_method}")

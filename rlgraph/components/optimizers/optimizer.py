@@ -4,9 +4,9 @@ import logging
 from rlgraph.components.common.time_dependent_parameters import TimeDependentParameter
 from rlgraph.components.component import Component
 from rlgraph.spaces import Dict, FloatBox
-from rlgraph.utils.backend import tf, torch
+from rlgraph.utils.backend import jax, tf, torch
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
-from rlgraph.utils.errors import RLGraphSpaceError
+from rlgraph.utils.errors import RLGraphBackendError, RLGraphSpaceError
 from rlgraph.utils.validation import Number, Optional, Schedule, check_args
 
 logger = logging.getLogger(__name__)
@@ -232,6 +232,51 @@ class Optimizer(Component):
         for name, value in new_slots.items():
             group.slots[name].copy_(value)
         group.subtract(delta)
+
+    # --- JAX -------------------------------------------------------------------------------------------------
+    # A traced loss cannot be differentiated after the fact: the JAX executor runs an API method that reaches an
+    # optimizer as ``jax_backend.differentiating`` (a loss pass under ``jax.value_and_grad`` up to this call,
+    # then the whole method with the gradients it computed); the update is ``update_rule`` per variable, assigned
+    # functionally. One API call is one jit program.
+    @graph_fn(backend="jax")
+    def _graph_fn_calculate_gradients(self, variables, loss):
+        return self._jax_gradients(variables, loss)
+
+    @graph_fn(backend="jax")
+    def _graph_fn_apply_gradients(self, variables, gradients, learning_rate):
+        return self._jax_apply(variables, gradients, learning_rate)
+
+    def _jax_gradients(self, variables, loss):
+        if self.in_build_run:  # The build infers spaces: a gradient has its variable's.
+            return {k: jax.numpy.zeros(v.shape, v.dtype) for k, v in variables.items()}
+        from rlgraph.backends.jax_backend import current_tape
+        tape = current_tape()
+        if tape is None:
+            raise RLGraphBackendError(
+                f"Optimizer '{self.global_scope}': on JAX gradients are computed inside the JAX executor's API calls "
+                f"(rlgraph.backends.jax_backend.differentiating), not in a bare graph function call.")
+        return tape.gradients(variables, loss, self.global_scope)
+
+    def _jax_apply(self, variables, gradients, learning_rate):
+        jnp = jax.numpy
+        keys = self._check_keys(variables, gradients)
+        grads = [jnp.asarray(gradients[k]).astype(variables[k].dtype) for k in keys]
+        norm = jnp.sqrt(sum(jnp.sum(jnp.square(g.astype(jnp.float32))) for g in grads)) if grads \
+            else jnp.zeros((), jnp.float32)
+        if self.clip_grad_norm is not None:
+            scale = self.clip_grad_norm / jnp.maximum(norm, self.clip_grad_norm)
+            grads = [g * scale.astype(g.dtype) for g in grads]
+        step = self.ops.assign(self.steps, self.ops.read_value(self.steps) + 1)
+        for k, g in zip(keys, grads):
+            var = variables[k]
+            slots = self._slots_for(k, var)
+            dtype = var.dtype
+            delta, new_slots = self.update_rule(g, {name: self.ops.read_value(s) for name, s in slots.items()},
+                                                jnp.asarray(learning_rate).astype(dtype), step.astype(dtype))
+            for name, value in new_slots.items():
+                self.ops.assign(slots[name], value)
+            self.ops.assign(var, self.ops.read_value(var) - delta)
+        return norm
 
     # --- helpers -----------------------------------------------------------------------------------------------
     def _slots_for(self, key, var):
