@@ -81,7 +81,8 @@ def _fmt(rate):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", nargs="+", default=list(AGENTS), choices=AGENTS)
-    parser.add_argument("--backends", nargs="+", default=["pytorch", "tf"], choices=["pytorch", "tf"])
+    parser.add_argument("--backends", nargs="+", default=["pytorch", "tf"], choices=["pytorch", "tf", "jax"],
+                        help="backends to measure (jax: issue 34, not in the default set yet)")
     parser.add_argument("--seconds", type=float, default=20.0, help="length of each run")
     parser.add_argument("--ppo-threads", type=int, default=None,
                         help="torch threads of the single-file PPO (default: rlgraph's, OMP_NUM_THREADS or 1)")

@@ -1,5 +1,6 @@
 """In-process vector of environments with same-step auto-reset and episode statistics."""
 import logging
+import time
 
 import numpy as np
 import optree
@@ -9,7 +10,7 @@ from rlgraph.environments.gym_env import GymEnv
 from rlgraph.spaces.space_utils import space_from_gymnasium
 from rlgraph.utils.errors import RLGraphError, RLGraphSpaceError, RLGraphSpecError
 from rlgraph.utils.specifiable import Specifiable
-from rlgraph.utils.validation import Int, check, spec_error
+from rlgraph.utils.validation import Int, Number, check, spec_error
 
 logger = logging.getLogger(__name__)
 
@@ -19,6 +20,8 @@ _NO_IDS = np.zeros(0, dtype=np.int64)
 SPEC_PATH = "environment_spec"
 #: The most environments one ``VectorEnv`` steps (more: spread them over actors, ``execution_spec``).
 MAX_NUM_ENVS = 65536
+#: What ``step_delay_ms`` accepts: a finite number of milliseconds >= 0.
+STEP_DELAY_MS = Number(min=0)
 
 
 def resolve_env_spec(env_spec, env_kwargs=None):
@@ -126,6 +129,12 @@ class VectorEnv(Specifiable):
         seed: Seed of the first ``reset()`` (a ``"seed"`` in a dict spec is used when this is None).
         vectorization: "auto" (default), "native", "sync" or "async" for gymnasium ids; "auto", "ale",
             "sync" or "async" for Atari.
+        step_delay_ms: A stand-in for a slow simulator: milliseconds of sleep (not computation) added to every
+            vector step, once for all ``num_envs`` environments together (0: none). The model is a vector of
+            slow simulators that step in parallel (each in its own process or thread, as a real vector of
+            simulators does), so one vector step costs one simulator's step time whatever ``num_envs`` is, and
+            the sleep leaves the core free, as waiting on a simulator does. ``step`` sleeps after the backend's
+            step; ``step_async`` starts the clock, so that the delay overlaps the acting until ``step_wait``.
         **env_kwargs: Constructor keywords of the environment (e.g. ``max_episode_steps`` for gym ids).
 
     Raises:
@@ -134,8 +143,12 @@ class VectorEnv(Specifiable):
 
     __aliases__ = ("vector", "vectorenv")
 
-    def __init__(self, env_spec=None, num_envs=1, seed=None, vectorization="auto", **env_kwargs):
+    def __init__(self, env_spec=None, num_envs=1, seed=None, vectorization="auto", step_delay_ms=0.0,
+                 **env_kwargs):
         num_envs = check(SPEC_PATH, "num_envs", num_envs, Int(min=1, max=MAX_NUM_ENVS))
+        self.step_delay_ms = check(SPEC_PATH, "step_delay_ms", step_delay_ms, STEP_DELAY_MS)
+        self._step_delay_s = self.step_delay_ms / 1000.0
+        self._step_deadline = None
         if env_spec is None:
             # The environment spec's own keys at the top level: {"type": "atari", "game": "pong", "num_envs": 8}.
             env_spec = {k: env_kwargs.pop(k) for k in ("type", "env_id") if k in env_kwargs}
@@ -210,7 +223,10 @@ class VectorEnv(Specifiable):
         Args:
             actions: One action per env (leading dimension ``num_envs``).
         """
-        return self._process(self.backend.step(self._prepare(actions)))
+        results = self.backend.step(self._prepare(actions))
+        if self._step_delay_s:
+            time.sleep(self._step_delay_s)
+        return self._process(results)
 
     def step_async(self, actions):
         """Starts a step and returns at once; ``step_wait()`` returns its results (as ``step`` would).
@@ -220,6 +236,8 @@ class VectorEnv(Specifiable):
         holding half of the environments each, one half steps while the policy acts on the other.
         """
         actions = self._prepare(actions)
+        if self._step_delay_s:
+            self._step_deadline = time.perf_counter() + self._step_delay_s
         if self._send is not None:
             self._send(actions)
             self._pending = True
@@ -231,7 +249,13 @@ class VectorEnv(Specifiable):
         if self._pending is None:
             raise RLGraphError("VectorEnv.step_wait() called without a pending step_async().")
         pending, self._pending = self._pending, None
-        return self._process(self._recv() if pending is True else self.backend.step(pending))
+        results = self._recv() if pending is True else self.backend.step(pending)
+        if self._step_deadline is not None:
+            # The simulated simulator started at step_async: only what is left of its delay is waited for.
+            left, self._step_deadline = self._step_deadline - time.perf_counter(), None
+            if left > 0:
+                time.sleep(left)
+        return self._process(results)
 
     def _prepare(self, actions):
         """Checks the env state and the actions' leading dim; casts them to the backend's dtype."""
@@ -404,5 +428,6 @@ class VectorEnv(Specifiable):
         return False
 
     def __repr__(self):
+        delay = f", step_delay_ms={self.step_delay_ms:g}" if self.step_delay_ms else ""
         return (f"{type(self).__name__}({self.env_class.__name__}{self.env_kwargs}, num_envs={self.num_envs}, "
-                f"vectorization={self.vectorization!r})")
+                f"vectorization={self.vectorization!r}{delay})")

@@ -227,11 +227,11 @@ def _loss_spec_schema(algorithm_class, loss_class):
 def environment_spec_schema():
     """The JSON Schema of ``environment_spec`` (the ``VectorEnv`` keywords; other keys go to the environment)."""
     from rlgraph.environments import VectorEnv
-    from rlgraph.environments.vector_env import MAX_NUM_ENVS
+    from rlgraph.environments.vector_env import MAX_NUM_ENVS, STEP_DELAY_MS
     docs = doc_args(VectorEnv)
     props = dict(env_spec={"type": ["string", "object"]}, num_envs=Int(min=1, max=MAX_NUM_ENVS).json(),
                  vectorization=OneOf("auto", "native", "sync", "async", "ale").json(),
-                 seed={"type": ["integer", "null"]},
+                 seed={"type": ["integer", "null"]}, step_delay_ms=STEP_DELAY_MS.json(),
                  type={"type": "string", "description": "An environment type (e.g. \"atari\") when env_spec is "
                                                          "not given."})
     for key, prop in props.items():

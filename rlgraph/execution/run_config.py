@@ -111,9 +111,27 @@ def check_env_id(env_id, flag="--env"):
     return env_id
 
 
+def check_environment_spec(spec, path="environment_spec"):
+    """Checks the ``environment_spec`` keys that rlgraph itself reads before the environments are made
+    (``step_delay_ms``); the environment checks its own keywords when it is made.
+
+    Raises:
+        RLGraphSpecError: ``environment_spec.step_delay_ms`` negative or not a number, naming the key.
+    """
+    if "step_delay_ms" in spec:
+        from rlgraph.environments.vector_env import STEP_DELAY_MS
+        from rlgraph.utils.validation import check
+        check(path, "step_delay_ms", spec["step_delay_ms"], STEP_DELAY_MS)
+
+
 def env_kwargs_of(config, env_id=None, seed=0, num_envs=None):
-    """The ``VectorEnv`` keywords of a config's ``environment_spec`` (with an overriding id, seed, count)."""
+    """The ``VectorEnv`` keywords of a config's ``environment_spec`` (with an overriding id, seed, count).
+
+    Raises:
+        RLGraphSpecError: A bad ``step_delay_ms`` (``check_environment_spec``).
+    """
     spec = dict(config["environment_spec"])
+    check_environment_spec(spec)
     if env_id:
         # A typed environment (e.g. {"type": "atari", "game": "pong"}) takes the id as its game.
         spec["game" if "game" in spec else "env_spec"] = env_id

@@ -248,8 +248,9 @@ def _evaluation_env(run):
 
 
 def _periodic_evaluator(run, engine, env):
-    """The trainer's evaluator (greedy returns every ``train_spec.eval_every_steps``), or None."""
-    if not run.train_spec["eval_every_steps"]:
+    """The trainer's evaluator (greedy returns every ``train_spec.eval_every_steps``), or None (also where
+    ``train_spec.eval_episodes`` is 0: no evaluations at all)."""
+    if not run.train_spec["eval_every_steps"] or not run.train_spec["eval_episodes"]:
         return None
     return lambda: engine.evaluate(env, run.train_spec["eval_episodes"])
 
