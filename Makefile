@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-fast bench clean
+.PHONY: install run test test-all test-fast bench clean
 
 $(STAMP): setup.py pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,9 @@ run: $(STAMP)
 	$(VENV)/bin/rlgraph train configs/appo_cartpole.json
 
 test: $(STAMP)
+	$(PY) -m pytest -n 2 -q -m "not long" --durations=15
+
+test-all: $(STAMP)
 	$(PY) -m pytest -n 2 -q --durations=15
 
 test-fast: $(STAMP)

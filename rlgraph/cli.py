@@ -54,7 +54,8 @@ def _remove_if_empty(path):
 
 def _stop_on_interrupt():
     """Ctrl-C: the first one stops the run (``KeyboardInterrupt``); later ones are ignored (one line, once), so
-    that the run's shutdown finishes and leaves no process behind."""
+    that the run's shutdown finishes and leaves no process behind. Returns the SIGINT handler it replaced (the
+    caller restores it: ``main`` may be called from a Python program)."""
     def again(signum, frame):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         print("rlgraph train: still stopping the run's processes; further Ctrl-C is ignored.", file=sys.stderr)
@@ -63,7 +64,7 @@ def _stop_on_interrupt():
         signal.signal(signal.SIGINT, again)
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGINT, first)
+    return signal.signal(signal.SIGINT, first)
 
 
 def _handled_interrupt():
@@ -79,7 +80,7 @@ def _handled_interrupt():
 
 
 def _train(args):
-    _stop_on_interrupt()
+    previous = _stop_on_interrupt()
     try:
         code = _run_train(args)
     except KeyboardInterrupt as e:
@@ -88,6 +89,8 @@ def _train(args):
         line = str(e) if isinstance(e, RunInterrupted) else "Interrupted before the run started; nothing was written."
         print(f"rlgraph train: {line}", file=sys.stderr)
         return _handled_interrupt()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     return _handled_interrupt() if code == 130 else code
 
 

@@ -6,7 +6,7 @@ Snippet markers (an HTML comment on the line before the fence, blank lines allow
 
 - ``<!-- snippet: skip (why) -->``: not run (it needs a GPU, a cluster or an account); reported as skipped
   with the reason.
-- ``<!-- snippet: slow -->``: run only with the slow tests (``-m slow`` selects them; ``make test`` runs all).
+- ``<!-- snippet: slow -->``: run only with the slow tests (``-m slow`` selects them; ``make test`` runs them too).
 """
 import glob
 import importlib.util

@@ -210,11 +210,19 @@ def test_ctrl_c_during_a_checkpoint_write_keeps_the_previous_checkpoint(tmp_path
 
 def test_interrupts_deferred_holds_ctrl_c_until_the_block_ends():
     from rlgraph.utils.process_watchdog import interrupts_deferred
-    finished = []
+    finished, before = [], signal.getsignal(signal.SIGINT)
     with pytest.raises(KeyboardInterrupt):
         with interrupts_deferred():
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.05)
             finished.append(True)
     assert finished == [True]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_the_command_line_gives_back_the_callers_ctrl_c_handler(tmp_path):
+    """``rlgraph.cli.main`` called from a Python program leaves its SIGINT handler as it found it."""
+    from rlgraph.cli import main as cli_main
+    before = signal.getsignal(signal.SIGINT)
+    assert cli_main(["train", str(tmp_path / "missing.json"), "--steps", "10"]) == 2
+    assert signal.getsignal(signal.SIGINT) is before

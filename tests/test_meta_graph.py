@@ -139,10 +139,10 @@ def test_missing_backend_implementation_is_reported():
         ComponentTest(OnlyTF(), dict(x=FloatBox(add_batch_rank=True)), backend="pytorch")
 
 
-def test_per_backend_graph_fn_registration_keeps_both():
-    from rlgraph.components.layers.lstm_layer import LSTMLayer  # One of the few true per-backend pairs.
+def test_per_backend_graph_fn_registration_keeps_all():
+    from rlgraph.components.layers.lstm_layer import LSTMLayer  # One of the few true per-backend bodies.
     gf = LSTMLayer._graph_fn_call
-    assert set(gf.impls) == {"tf", "pytorch"}
+    assert set(gf.impls) == {"tf", "pytorch", "jax"}
     assert np.all([callable(f) for f in gf.impls.values()])
 
 
