@@ -126,10 +126,12 @@ class RayEngine(RemoteActorEngine):
     def _make_actor(self, index):
         total = self.num_actors * self.envs_per_actor
         self._actor_versions[index] = -1
-        # The config and the environment's keywords travel pickled (cloudpickle: an environment creator too) and
-        # are unpickled after the user's code is installed in the actor.
-        dumps = self.ray.cloudpickle.dumps
-        return self._created(self._actor_class.remote(index, dumps(self.config), dumps(self.actor_env_kwargs(index)),
+        # The config and the environment's keywords (an environment creator too) travel through Ray's object store
+        # and are taken out after the user's code is installed in the actor.
+        from rlgraph.execution.ray.ray_sampler import Deferred
+        put = self.ray.put
+        return self._created(self._actor_class.remote(index, Deferred(put(self.config)),
+                                                      Deferred(put(self.actor_env_kwargs(index))),
                                                       self.agent.backend, self.actor_seed(index),
                                                       index * self.envs_per_actor, total,
                                                       user_code=self.user_code))

@@ -38,8 +38,8 @@ class RaySampler:
         index: The actor's index (0..N-1).
         config: The training config (agent keys; run keys are ignored by ``Agent.from_spec``).
         env_kwargs: ``VectorEnv`` keywords (``env_spec``, ``num_envs``, ``seed``, ...).
-            ``config`` and ``env_kwargs`` may come pickled (the engine's way: what refers to the user's modules,
-            e.g. an environment creator, unpickles only once ``user_code`` is installed).
+            Either may come ``Deferred`` (the engine's way: what refers to the user's modules, e.g. an
+            environment creator, is deserialized only once ``user_code`` is installed).
         backend: "tf" or "pytorch".
         seed: The agent's seed.
         slot_offset: The global index of this actor's first environment among all actors' environments.
@@ -60,7 +60,7 @@ class RaySampler:
         try:
             if user_code is not None:
                 user_code.install()
-            config, env_kwargs = (pickle.loads(v) if isinstance(v, bytes) else v for v in (config, env_kwargs))
+            config, env_kwargs = (v.get() if isinstance(v, Deferred) else v for v in (config, env_kwargs))
             self._build(config, env_kwargs, backend, seed, slot_offset, total_slots)
         except Exception as e:  # noqa: BLE001 - any build error ends the run with its own line (the engine's).
             self.build_error = ActorBuildError(index, e if _travels(e) else None,
@@ -137,12 +137,26 @@ class RaySampler:
                            weights_version=self.actor.weights_version)
 
 
+class Deferred:
+    """A value an actor takes from Ray's object store only when it asks (``get``): after the user's code is
+    installed, so that what it holds (an environment creator of the user's module) can be deserialized. (Ray
+    resolves an object ref passed as an argument before the actor's ``__init__`` runs.)"""
+
+    def __init__(self, ref):
+        self.ref = ref
+
+    def get(self):
+        import ray
+        return ray.get(self.ref)
+
+
 def _travels(error):
     """Whether ``error`` is one of rlgraph's errors and pickles (so the engine can raise it as it is)."""
     if not isinstance(error, RLGraphError):
         return False
     try:
-        pickle.loads(pickle.dumps(error))
+        pickle.dumps(error)
+        type(error)(*error.args)  # (What unpickling an exception does.)
     except Exception:  # noqa: BLE001 - then its text travels instead.
         return False
     return True
