@@ -31,22 +31,8 @@ def _start_time(pid):
 
 def _descendants(root):
     """{pid: start time} of every process below ``root`` (from /proc)."""
-    children = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            children.setdefault(int(fields[1]), []).append((int(name), int(fields[19])))
-    out, todo = {}, [root]
-    while todo:
-        for pid, started in children.get(todo.pop(), []):
-            if pid not in out:
-                out[pid] = started
-                todo.append(pid)
-    return out
+    from rlgraph.utils.process_watchdog import descendants
+    return descendants(root)
 
 
 def _left_behind(processes, wait_s):

@@ -121,10 +121,6 @@ class ReplayLearner(Learner):
         rounds = (self.timesteps - self._anchor) // interval + 1
         return max(0, rounds * per - (self.updates - self._updates_at_anchor))
 
-    def ready_to_update(self):
-        # One update() of the learner's own memory makes a whole round of updates_per_interval updates.
-        return self.updates_due() > 0
-
     def steps_to_next_update(self):
         """See ``Learner``: the first update anchors the schedule at now, later ones follow it every
         ``update_interval`` env steps."""
