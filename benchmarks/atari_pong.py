@@ -260,8 +260,8 @@ def measure_act(backend, rounds, seconds, seed=0, layout="channels_last", **over
 
 def measure_sampler(backend, rounds, seconds, seed=0, vector_steps=None, **overrides):
     """rlgraph's whole sampler (``RaySampler``, in this process) on Pong against the environment alone."""
-    from rlgraph.execution.ray.ray_sampler import RaySampler
-    from rlgraph.execution.runner import env_kwargs_of, make_vector_env
+    from rlgraph.engines.ray.ray_sampler import RaySampler
+    from rlgraph.engines.runner import env_kwargs_of, make_vector_env
     config = load_config(**overrides)
     kwargs = env_kwargs_of(config, seed=seed)
     n = kwargs["num_envs"]

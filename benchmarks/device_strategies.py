@@ -136,7 +136,7 @@ def learner_worker(kind, backend, rank, world, addresses, calls):
 def learner_processes(kind, backend, world, calls):
     """Samples/s (union batch) of ``world`` learner processes, each in a fresh process."""
     import subprocess
-    from rlgraph.execution.distributed.control import free_port
+    from rlgraph.engines.distributed.control import free_port
     addresses = ",".join(f"127.0.0.1:{free_port()}" for _ in range(world))
     env = dict(os.environ, OMP_NUM_THREADS=str(max(1, (os.cpu_count() or 2) // world)))
     procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--learner-worker", kind, backend, str(r),

@@ -53,7 +53,12 @@ class Agent(nn.Module):
     def __init__(self, num_actions, obs_shape=(4, 84, 84)):
         super().__init__()
         stack, height, width = obs_shape
-        if height >= 36:
+        if height == 42:  # RLlib's small Atari CNN, as in configs/appo_pong_42.json.
+            convs, hidden = [layer(nn.Conv2d(stack, 16, 4, stride=2, padding=1)), nn.ReLU(),
+                             nn.ZeroPad2d((1, 2, 1, 2)),  # TF's "same" padding of 21 -> 11.
+                             layer(nn.Conv2d(16, 32, 4, stride=2)), nn.ReLU(),
+                             layer(nn.Conv2d(32, 256, 11, stride=1)), nn.ReLU()], None
+        elif height >= 36:
             convs, hidden = [layer(nn.Conv2d(stack, 32, 8, stride=4)), nn.ReLU(),
                              layer(nn.Conv2d(32, 64, 4, stride=2)), nn.ReLU(),
                              layer(nn.Conv2d(64, 64, 3, stride=1)), nn.ReLU()], 512
@@ -62,7 +67,10 @@ class Agent(nn.Module):
                              layer(nn.Conv2d(16, 32, 3, stride=2, padding=1)), nn.ReLU()], 128
         convs = nn.Sequential(*convs)
         flat = convs(torch.zeros((1,) + tuple(obs_shape))).numel()
-        self.trunk = nn.Sequential(convs, nn.Flatten(), layer(nn.Linear(flat, hidden)), nn.ReLU())
+        if hidden is None:  # The last convolution is the hidden layer (its output is 1x1).
+            self.trunk, hidden = nn.Sequential(convs, nn.Flatten()), flat
+        else:
+            self.trunk = nn.Sequential(convs, nn.Flatten(), layer(nn.Linear(flat, hidden)), nn.ReLU())
         self.actor = layer(nn.Linear(hidden, num_actions), std=0.01)
         self.critic = layer(nn.Linear(hidden, 1), std=1.0)
 
@@ -72,8 +80,13 @@ class Agent(nn.Module):
         return torch.log_softmax(self.actor(hidden), dim=-1), self.critic(hidden).squeeze(-1)
 
 
-def run(total_steps=3_000_000, seconds=None, seed=1, game="pong", threads=None, on_episodes=None, lr=LR):
+def run(total_steps=3_000_000, seconds=None, seed=1, game="pong", threads=None, on_episodes=None, lr=LR,
+        num_envs=NUM_ENVS, num_steps=NUM_STEPS, num_epochs=NUM_EPOCHS, num_minibatches=NUM_MINIBATCHES,
+        anneal=True, screen_size=84):
     """Trains PPO for ``total_steps`` agent steps (or ``seconds``, whichever comes first).
+
+    ``screen_size=42`` uses RLlib's small Atari CNN on 42x42 screens (``configs/appo_pong_42.json``'s network);
+    ``anneal=False`` keeps the learning rate constant.
 
     Returns:
         dict: ``env_steps``, ``wall_seconds``, ``env_steps_per_second``, ``updates``, ``episodes`` and
@@ -83,7 +96,8 @@ def run(total_steps=3_000_000, seconds=None, seed=1, game="pong", threads=None, 
         torch.set_num_threads(threads)
     torch.manual_seed(seed)
     start = time.perf_counter()
-    env_spec = game if "/" in game else {"type": "atari", "game": game}
+    env_spec = game if "/" in game else {"type": "atari", "game": game, "screen_size": screen_size}
+    NUM_ENVS, NUM_STEPS, NUM_EPOCHS, NUM_MINIBATCHES = num_envs, num_steps, num_epochs, num_minibatches  # noqa: N806
     env = VectorEnv(env_spec, num_envs=NUM_ENVS, seed=seed)
     obs = env.reset()
     num_actions = int(env.action_space.num_categories)
@@ -100,7 +114,7 @@ def run(total_steps=3_000_000, seconds=None, seed=1, game="pong", threads=None, 
     env_steps = updates = episodes = 0
     while env_steps < total_steps and (seconds is None or time.perf_counter() - start < seconds):
         for group in optimizer.param_groups:
-            group["lr"] = lr * (1.0 - env_steps / total_steps)
+            group["lr"] = lr * (1.0 - env_steps / total_steps) if anneal else lr
         with torch.inference_mode():
             for t in range(NUM_STEPS):
                 x = torch.from_numpy(obs)
@@ -170,6 +184,12 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--out", default=None, help="CSV of (env_steps, seconds, mean_return_100)")
+    parser.add_argument("--screen-size", type=int, default=84, help="84 (Nature CNN) or 42 (RLlib's small CNN)")
+    parser.add_argument("--envs", type=int, default=NUM_ENVS)
+    parser.add_argument("--unroll", type=int, default=NUM_STEPS, help="steps per environment per update")
+    parser.add_argument("--epochs", type=int, default=NUM_EPOCHS)
+    parser.add_argument("--minibatches", type=int, default=NUM_MINIBATCHES)
+    parser.add_argument("--no-anneal", action="store_true", help="keep the learning rate constant")
     args = parser.parse_args()
     rows, recent = [], collections.deque(maxlen=100)
 
@@ -180,7 +200,8 @@ def main():
             with open(args.out, "w", newline="") as f:
                 csv.writer(f).writerows([("env_steps", "seconds", "mean_return_100")] + rows)
 
-    out = run(args.steps, args.seconds, args.seed, args.game, args.threads, on_episodes, args.lr)
+    out = run(args.steps, args.seconds, args.seed, args.game, args.threads, on_episodes, args.lr, args.envs,
+              args.unroll, args.epochs, args.minibatches, not args.no_anneal, args.screen_size)
     print(json.dumps(out, indent=1))
 
 

@@ -60,8 +60,8 @@ def pong_sampling(backend, num_actors_list, seconds):
     """Sampling-only steps/s of the Pong actor: in this process vs ``n`` Ray actor processes."""
     import ray
 
-    from rlgraph.execution.ray.ray_sampler import RaySampler
-    from rlgraph.execution.runner import env_kwargs_of, load_config
+    from rlgraph.engines.ray.ray_sampler import RaySampler
+    from rlgraph.engines.runner import env_kwargs_of, load_config
 
     config, _ = load_config(os.path.join(ROOT, "configs", "apex_pong.json"))
     total_envs = config["environment_spec"].get("num_envs", 8)

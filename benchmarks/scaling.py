@@ -212,8 +212,8 @@ def per_step_costs(config_name, backend, envs, seconds, delay_ms=0.0):
     import numpy as np
 
     from rlgraph.environments import VectorEnv
-    from rlgraph.execution.ray.ray_sampler import RaySampler
-    from rlgraph.execution.run_config import env_kwargs_of, load_config
+    from rlgraph.engines.ray.ray_sampler import RaySampler
+    from rlgraph.engines.run_config import env_kwargs_of, load_config
 
     config, _ = load_config(os.path.join(ROOT, "configs", f"{config_name}.json"))
     env_kwargs = dict(env_kwargs_of(config, seed=1, num_envs=envs), step_delay_ms=delay_ms)

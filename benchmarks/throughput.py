@@ -1,7 +1,7 @@
 """Environment steps per second with learning on CartPole-v1: rlgraph's agents against a single-file PPO.
 
 Each measurement is a fixed-length run in a fresh process (so that one backend's thread pools and memory do
-not weigh on the next run): ``rlgraph.execution.runner.train(config, backend=B, seconds=S, ...)`` on
+not weigh on the next run): ``rlgraph.engines.runner.train(config, backend=B, seconds=S, ...)`` on
 ``configs/<agent>_cartpole.json`` with evaluations, the target stop and periodic checkpoints off, reading
 ``env_steps_per_second`` from the returned summary (env steps over the training loop's wall time: acting,
 environment steps and learning; graph build and the final checkpoint excluded), with
@@ -39,7 +39,7 @@ def measure_rlgraph(agent, backend, seconds, seed=0, root=ROOT, learner_thread=N
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     sys.path.insert(0, root)
-    from rlgraph.execution.runner import load_config, train
+    from rlgraph.engines.runner import load_config, train
     config, _ = load_config(os.path.join(root, "configs", f"{agent}_cartpole.json"))
     config["train_spec"] = dict(config.get("train_spec", {}), stop_at_target=False, eval_every_steps=None,
                                 eval_episodes=0, checkpoint_every_seconds=1e9)

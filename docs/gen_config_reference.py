@@ -3,7 +3,7 @@
 The page is generated, never edited by hand: ``python docs/gen_config_reference.py`` rewrites it,
 ``python docs/gen_config_reference.py --check`` exits 1 when the committed page differs from what the tables
 give today (``tests/test_docs.py`` runs the same comparison). Its sources are those of ``rlgraph schema``
-(``rlgraph.execution.config_schema``): each agent's constructor keywords with the rules of its ``ARG_RULES``,
+(``rlgraph.engines.config_schema``): each agent's constructor keywords with the rules of its ``ARG_RULES``,
 ``environment_spec`` (``VectorEnv``), ``train_spec`` (``runner.TRAIN_SPEC_SCHEMA``), ``execution_spec``
 (``execution_spec.SCHEMA``), and the keywords and rules of every registered memory, optimizer, network, layer
 and preprocessor class. Where a key has a rule, its text is the rule's own description (the words of the error
@@ -20,7 +20,7 @@ OUTPUT = os.path.join(HERE, "config_reference.md")
 if __name__ == "__main__":  # Run as a script from a checkout: import this checkout's rlgraph.
     sys.path.insert(0, os.path.dirname(HERE))
 
-from rlgraph.execution import config_schema as cs  # noqa: E402
+from rlgraph.engines import config_schema as cs  # noqa: E402
 from rlgraph.utils.validation import Optional  # noqa: E402
 
 
@@ -186,9 +186,9 @@ def rlgraph_agents():
 
 def render():
     """The page's Markdown."""
-    from rlgraph.execution.execution_spec import ExecutionSpec
-    from rlgraph.execution.runner import DEFAULT_TRAIN_SPEC, TRAIN_SPEC_SCHEMA
-    from rlgraph.execution.execution_spec import SCHEMA as EXECUTION_SCHEMA
+    from rlgraph.engines.execution_spec import ExecutionSpec
+    from rlgraph.engines.runner import DEFAULT_TRAIN_SPEC, TRAIN_SPEC_SCHEMA
+    from rlgraph.engines.execution_spec import SCHEMA as EXECUTION_SCHEMA
     import dataclasses
 
     schema = cs.config_schema()

@@ -20,8 +20,8 @@ SEED = 0
 
 
 def train_here(transport, execution=None):
-    from rlgraph.execution import train
-    from rlgraph.execution.runner import load_config
+    from rlgraph.engines import train
+    from rlgraph.engines.runner import load_config
 
     config, _ = load_config(CONFIG)
     config["execution_spec"] = dict(config.get("execution_spec", {}), transport=transport, **(execution or {}))
@@ -34,9 +34,9 @@ def train_here(transport, execution=None):
 
 def remote_actor(server, index, num_actors):
     """One actor of ``num_actors``: the environments the server expects of actor ``index``."""
-    from rlgraph.execution import ExecutionSpec
-    from rlgraph.execution.central_inference.grpc_transport import grpc_actor_main
-    from rlgraph.execution.runner import load_config
+    from rlgraph.engines import ExecutionSpec
+    from rlgraph.engines.central_inference.grpc_transport import grpc_actor_main
+    from rlgraph.engines.runner import load_config
 
     config, _ = load_config(CONFIG)
     spec = ExecutionSpec.from_config(config, num_actors=num_actors)

@@ -17,8 +17,8 @@ CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs
 
 
 def main(backend="pytorch", addresses=None, rank=0):
-    from rlgraph.execution import train
-    from rlgraph.execution.runner import load_config
+    from rlgraph.engines import train
+    from rlgraph.engines.runner import load_config
 
     config, _ = load_config(CONFIG)
     execution = dict(num_learners=2)

@@ -10,7 +10,7 @@ Without an address a local Ray is started (actors on this machine). The address 
 import json
 import sys
 
-from rlgraph.execution import train
+from rlgraph.engines import train
 from rlgraph.utils.errors import RLGraphError
 
 

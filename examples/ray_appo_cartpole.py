@@ -10,7 +10,7 @@ import sys
 
 import ray
 
-from rlgraph.execution import train
+from rlgraph.engines import train
 
 address = sys.argv[1] if len(sys.argv) > 1 else None
 num_actors = int(sys.argv[2]) if len(sys.argv) > 2 else 2

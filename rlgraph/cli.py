@@ -85,7 +85,7 @@ def _train(args):
         code = _run_train(args)
     except KeyboardInterrupt as e:
         # (A RunInterrupted says what was kept; another came before the run started.)
-        from rlgraph.execution.runner import RunInterrupted
+        from rlgraph.engines.runner import RunInterrupted
         line = str(e) if isinstance(e, RunInterrupted) else "Interrupted before the run started; nothing was written."
         print(f"rlgraph train: {line}", file=sys.stderr)
         return _handled_interrupt()
@@ -95,13 +95,13 @@ def _train(args):
 
 
 def _run_train(args):
-    from rlgraph.execution.run_config import check_env_id
+    from rlgraph.engines.run_config import check_env_id
     check_env_id(args.env)
     _check_engine_flags(args)
     if args.resume:
         _check_resume(args.logdir)
     created = bool(args.logdir) and not os.path.lexists(args.logdir)
-    from rlgraph.execution.runner import interrupted_message, train
+    from rlgraph.engines.runner import interrupted_message, train
     try:
         summary = train(args.config, engine=args.engine, env_id=args.env, backend=args.backend, steps=args.steps,
                         seconds=args.seconds, logdir=args.logdir, seed=args.seed, resume=args.resume,
@@ -132,7 +132,7 @@ def _run_train(args):
 
 
 def _tune(args):
-    from rlgraph.execution.tune import format_table, run_sweep
+    from rlgraph.engines.tune import format_table, run_sweep
     out = run_sweep(args.config, args.grid, logdir=args.logdir, sets=args.overrides, steps=args.steps,
                     seconds=args.seconds, num_samples=args.num_samples, scheduler=args.scheduler,
                     max_concurrent=args.max_concurrent, ray_address=args.ray_address, engine=args.engine,
@@ -165,13 +165,13 @@ def _model_path(checkpoint):
 
 
 def _evaluate(args):
-    from rlgraph.execution.run_config import check_env_id, env_kwargs_of, load_config
+    from rlgraph.engines.run_config import check_env_id, env_kwargs_of, load_config
     from rlgraph.utils.validation import Int, check
     check(None, "--episodes", args.episodes, Int(min=1))
     check_env_id(args.env)
     config, _ = load_config(args.config, overrides=args.overrides)
     path = _model_path(args.checkpoint)
-    from rlgraph.execution.runner import make_agent, make_vector_env
+    from rlgraph.engines.runner import make_agent, make_vector_env
     from rlgraph.workers import VectorWorker
     env = make_vector_env(env_kwargs_of(config, args.env, args.seed, num_envs=min(args.episodes, 16)))
     agent = make_agent(config, env, args.backend, args.seed)
@@ -183,7 +183,7 @@ def _evaluate(args):
 
 
 def _schema(args):
-    from rlgraph.execution.config_schema import config_schema
+    from rlgraph.engines.config_schema import config_schema
     text = json.dumps(config_schema(), indent=1) + "\n"
     if not args.output or args.output == "-":
         sys.stdout.write(text)
@@ -337,7 +337,7 @@ def main(argv=None):
     parser.add_argument("--version", action="version", version=f"rlgraph {_version()}",
                         help="print rlgraph's version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
-    from rlgraph.execution.run_config import ENGINES
+    from rlgraph.engines.run_config import ENGINES
 
     train = sub.add_parser("train", help="train an agent from a JSON config")
     train.add_argument("config", help="e.g. configs/dqn_cartpole.json")

@@ -184,7 +184,7 @@ def test_epsilons_and_timesteps_are_arguments_of_get_actions():
 
 
 def test_the_ray_sampler_explores_by_the_runs_timesteps_without_touching_the_actors_count():
-    from rlgraph.execution.ray.ray_sampler import RaySampler
+    from rlgraph.engines.ray.ray_sampler import RaySampler
     sampler = RaySampler(0, config_of("dqn"), dict(env_spec="CartPole-v1", num_envs=2, seed=3), "pytorch", 5, 0, 2)
     seen = []
     get_actions = sampler.actor.get_actions

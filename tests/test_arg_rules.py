@@ -16,7 +16,7 @@ from rlgraph.components.loss_functions.dqn_loss_function import DQNLossFunction
 from rlgraph.components.loss_functions.r2d2_loss_function import R2D2LossFunction
 from rlgraph.environments import GymEnv, VectorEnv
 from rlgraph.environments.atari import AtariEnv
-from rlgraph.execution.config_schema import config_schema
+from rlgraph.engines.config_schema import config_schema
 from rlgraph.spaces import FloatBox, IntBox
 from rlgraph.utils.errors import RLGraphSpecError
 from small_configs import small_dqn_config
@@ -290,6 +290,6 @@ def test_the_schema_accepts_what_the_rules_accept(validator):
 
 def test_environment_argument_errors_name_the_config_key():
     """An environment's own argument check, reached from a config, names ``environment_spec.<key>``."""
-    from rlgraph.execution.runner import make_vector_env
+    from rlgraph.engines.runner import make_vector_env
     with pytest.raises(RLGraphSpecError, match=r"^environment_spec\.length: expected an int >= 2, got 1\.$"):
         make_vector_env(dict(env_spec="rlgraph/Chain-v0", num_envs=2, length=1))

@@ -15,7 +15,7 @@ from rlgraph.components import Component
 from rlgraph.components.common.time_dependent_parameters import TimeDependentParameter
 from rlgraph.components.explorations.epsilon_exploration import EpsilonExploration
 from rlgraph.components.optimizers.adam_optimizer import AdamOptimizer
-from rlgraph.execution.run_config import LINEAR_NETWORK_SPEC, RunConfig, load_config
+from rlgraph.engines.run_config import LINEAR_NETWORK_SPEC, RunConfig, load_config
 from rlgraph.spaces import FloatBox, IntBox
 from rlgraph.tests import ComponentTest
 from rlgraph.training.checkpoint_store import CheckpointStore

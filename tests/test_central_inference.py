@@ -12,8 +12,8 @@ import numpy as np
 import optree
 import pytest
 
-from rlgraph.execution import ExecutionSpec
-from rlgraph.execution.runner import load_config, make_engine
+from rlgraph.engines import ExecutionSpec
+from rlgraph.engines.runner import load_config, make_engine
 from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
 from small_configs import run_cli, train_on_engine
 
@@ -78,7 +78,7 @@ def test_execution_spec_central_errors_name_the_key(spec, message):
 
 
 def test_an_agent_the_engine_does_not_serve_is_refused():
-    from rlgraph.execution.central_inference import make_central_engine
+    from rlgraph.engines.central_inference import make_central_engine
 
     class Learnerless:
         learner = object()
@@ -88,7 +88,7 @@ def test_an_agent_the_engine_does_not_serve_is_refused():
 
 
 def test_the_package_imports_no_backend():
-    code = ("import sys; import rlgraph.execution.central_inference.shm_transport, rlgraph.execution.central_inference;"
+    code = ("import sys; import rlgraph.engines.central_inference.shm_transport, rlgraph.engines.central_inference;"
             "print(sorted(m for m in ('torch', 'tensorflow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -159,8 +159,8 @@ class RecordingAgent:
 
 
 def chain_server(env_counts, batch_rows, timeout_s, env_spec="rlgraph/Chain-v0"):
-    from rlgraph.execution.central_inference.inference_server import InferenceServer
-    from rlgraph.execution.central_inference.shm_transport import ShmTransport
+    from rlgraph.engines.central_inference.inference_server import InferenceServer
+    from rlgraph.engines.central_inference.shm_transport import ShmTransport
 
     transport = ShmTransport(env_counts, [((), np.dtype(np.int64).str)], (), np.dtype(np.int64).str)
     agent = RecordingAgent()
@@ -339,7 +339,7 @@ def test_too_many_actor_deaths_end_the_run_with_a_clear_error():
 
 # --- the gRPC transport: the wire format and what the server rejects ------------------------------------------------
 def test_wire_round_trip_and_malformed_messages_are_rejected():
-    from rlgraph.execution.central_inference import wire
+    from rlgraph.engines.central_inference import wire
 
     arrays = [np.arange(12, dtype=np.float32).reshape(3, 4), np.zeros(0, np.int64), np.array([True, False]),
               np.frombuffer(b"xyz", np.uint8)]
@@ -361,8 +361,8 @@ def test_wire_round_trip_and_malformed_messages_are_rejected():
 
 
 def grpc_chain_server(env_counts, token=None):
-    from rlgraph.execution.central_inference.grpc_transport import GrpcTransport
-    from rlgraph.execution.central_inference.inference_server import InferenceServer
+    from rlgraph.engines.central_inference.grpc_transport import GrpcTransport
+    from rlgraph.engines.central_inference.inference_server import InferenceServer
 
     transport = GrpcTransport(env_counts, [((), np.dtype(np.int64).str)], (), np.dtype(np.int64).str, token=token)
     agent = RecordingAgent()
@@ -374,7 +374,7 @@ def grpc_chain_server(env_counts, token=None):
 def test_grpc_server_rejects_garbage_wrong_tokens_and_unknown_actors_and_goes_on():
     import grpc
 
-    from rlgraph.execution.central_inference import wire
+    from rlgraph.engines.central_inference import wire
 
     transport, server, agent = grpc_chain_server([2], token="s3cret")
     assert transport.address.startswith("127.0.0.1:")

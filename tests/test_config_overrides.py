@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rlgraph.cli import main as cli_main
-from rlgraph.execution.runner import load_config
+from rlgraph.engines.runner import load_config
 from rlgraph.utils.config_overrides import apply_overrides, parse_override
 from rlgraph.utils.errors import RLGraphSpecError
 from small_configs import small_dqn_config

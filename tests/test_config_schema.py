@@ -7,7 +7,7 @@ import jsonschema
 import pytest
 
 from rlgraph.cli import main as cli_main
-from rlgraph.execution.config_schema import config_schema
+from rlgraph.engines.config_schema import config_schema
 
 CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
 TRAINING_CONFIGS = sorted(p for p in glob.glob(os.path.join(CONFIGS, "*.json"))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rlgraph.agents import Agent
-from rlgraph.execution.execution_spec import ExecutionSpec
+from rlgraph.engines.execution_spec import ExecutionSpec
 from rlgraph.executors.device_strategy import DeviceStrategy, make_device_strategy, parse_device
 from rlgraph.executors.multi_device_sync import MultiDeviceSyncStrategy
 from rlgraph.spaces import FloatBox, IntBox

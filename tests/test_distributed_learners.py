@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from rlgraph.execution.distributed.control import free_port
+from rlgraph.engines.distributed.control import free_port
 from rlgraph.utils.backend import backend_available
 from small_configs import FINAL_EVAL_FLOOR, cli_process, run_cli
 
@@ -168,7 +168,7 @@ def test_a_learner_that_dies_ends_the_run_with_its_name(tmp_path):
 
 
 def test_execution_spec_checks_its_learner_keys():
-    from rlgraph.execution.execution_spec import ExecutionSpec
+    from rlgraph.engines.execution_spec import ExecutionSpec
     from rlgraph.utils.errors import RLGraphSpecError
     cases = [({"num_learners": 2, "learner_addresses": ["127.0.0.1:1234"]}, "1 addresses for num_learners=2"),
              ({"num_learners": 2, "learner_rank": 2, "learner_addresses": ["a:1", "b:2"]}, "not below num_learners"),
@@ -182,7 +182,7 @@ def test_execution_spec_checks_its_learner_keys():
 
 
 def test_several_learners_need_the_distributed_engine(tmp_path):
-    from rlgraph.execution.runner import make_engine
+    from rlgraph.engines.runner import make_engine
     from rlgraph.utils.errors import RLGraphSpecError
     config = json.load(open(_small_appo(tmp_path)))
     with pytest.raises(RLGraphSpecError, match="several learners need --engine distributed"):
@@ -228,7 +228,7 @@ def test_horovod_without_horovod_names_the_working_path():
 
 
 def test_learner_addresses_must_leave_learner_0s_control_port_free(tmp_path):
-    from rlgraph.execution.runner import make_engine
+    from rlgraph.engines.runner import make_engine
     from rlgraph.utils.errors import RLGraphSpecError
     config = json.load(open(_small_appo(tmp_path, num_learners=2,
                                         learner_addresses=["127.0.0.1:29700", "127.0.0.1:29701"])))
@@ -258,7 +258,7 @@ def test_a_failed_all_reduce_names_a_learner_whose_exit_shows_late():
     Learner 0 waits a moment for an exit, so that the error names the learner (this raced under load)."""
     import types
 
-    from rlgraph.execution.distributed.distributed_engine import DistributedEngine
+    from rlgraph.engines.distributed.distributed_engine import DistributedEngine
     from rlgraph.utils.errors import RLGraphLearnerGroupError
     late = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5); raise SystemExit(9)"])
     try:

@@ -181,9 +181,9 @@ def test_config_reference_is_up_to_date():
 
 def test_config_reference_lists_every_rule():
     """Every key of every rule table that configs are checked with appears in the reference, in its section."""
-    from rlgraph.execution import config_schema as cs
-    from rlgraph.execution.execution_spec import SCHEMA as EXECUTION_SCHEMA
-    from rlgraph.execution.runner import TRAIN_SPEC_SCHEMA
+    from rlgraph.engines import config_schema as cs
+    from rlgraph.engines.execution_spec import SCHEMA as EXECUTION_SCHEMA
+    from rlgraph.engines.runner import TRAIN_SPEC_SCHEMA
     with open(os.path.join(DOCS, "config_reference.md"), encoding="utf-8") as f:
         page = f.read()
 
@@ -223,7 +223,7 @@ def _shipped_configs():
 @pytest.fixture(scope="module")
 def schema_validator():
     jsonschema = pytest.importorskip("jsonschema")
-    from rlgraph.execution.config_schema import config_schema
+    from rlgraph.engines.config_schema import config_schema
     schema = config_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
     return jsonschema.Draft202012Validator(schema)

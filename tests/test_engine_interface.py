@@ -9,10 +9,10 @@ import pytest
 
 import rlgraph
 from rlgraph.cli import main as cli_main
-from rlgraph.execution import run_config, runner
-from rlgraph.execution.execution_spec import ExecutionSpec
-from rlgraph.execution.remote_actors import RemoteActorEngine
-from rlgraph.execution.run_config import RunConfig
+from rlgraph.engines import run_config, runner
+from rlgraph.engines.execution_spec import ExecutionSpec
+from rlgraph.engines.remote_actors import RemoteActorEngine
+from rlgraph.engines.run_config import RunConfig
 from rlgraph.training.engine import Engine, WorkerEngine, as_engine
 from rlgraph.training.trainer import Trainer
 from rlgraph.utils.errors import RLGraphCheckpointError, RLGraphError, RLGraphSpecError
@@ -118,13 +118,13 @@ def test_the_local_workers_implement_the_whole_interface():
 
 
 def test_the_engines_implement_the_interface():
-    from rlgraph.execution.central_inference.central_engine import CentralInferenceEngine
-    from rlgraph.execution.distributed import DistributedEngine
+    from rlgraph.engines.central_inference.central_engine import CentralInferenceEngine
+    from rlgraph.engines.distributed import DistributedEngine
     for engine in (CentralInferenceEngine, DistributedEngine):
         assert issubclass(engine, Engine) and not engine.__abstractmethods__
     assert issubclass(CentralInferenceEngine, RemoteActorEngine)
     ray = pytest.importorskip("ray")  # noqa: F841
-    from rlgraph.execution.ray import RayEngine, RayReplayEngine, RayUnrollEngine
+    from rlgraph.engines.ray import RayEngine, RayReplayEngine, RayUnrollEngine
     assert issubclass(RayEngine, RemoteActorEngine)
     assert not RayReplayEngine.__abstractmethods__ and not RayUnrollEngine.__abstractmethods__
 
@@ -144,13 +144,13 @@ def _imports(path):
 def test_nothing_below_the_engines_imports_them(package):
     bad = [(os.path.relpath(os.path.join(root, name), PACKAGE), module)
            for root, _, files in os.walk(os.path.join(PACKAGE, package)) for name in files if name.endswith(".py")
-           for module in _imports(os.path.join(root, name)) if module.startswith("rlgraph.execution")]
+           for module in _imports(os.path.join(root, name)) if module.startswith("rlgraph.engines")]
     assert bad == []
 
 
 def test_the_central_engine_does_not_import_the_runner():
-    path = os.path.join(PACKAGE, "execution", "central_inference", "central_engine.py")
-    assert "rlgraph.execution.runner" not in set(_imports(path))
+    path = os.path.join(PACKAGE, "engines", "central_inference", "central_engine.py")
+    assert "rlgraph.engines.runner" not in set(_imports(path))
 
 
 # --- engines whose actors run elsewhere: settings at construction, checkpoints ----------------------------------

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from rlgraph.execution import runner
+from rlgraph.engines import runner
 from rlgraph.workers import VectorWorker
 
 CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")

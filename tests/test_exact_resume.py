@@ -16,7 +16,7 @@ import pytest
 
 from rlgraph.components.memories import FIFOQueue, PrioritizedReplay, ReplayMemory
 from rlgraph.environments import VectorEnv
-from rlgraph.execution.ray.replay_shard import ReplayShard
+from rlgraph.engines.ray.replay_shard import ReplayShard
 from rlgraph.spaces import Dict, FloatBox, IntBox
 from rlgraph.tests import ComponentTest
 from rlgraph.trajectories import NStepBuilder, SequenceBuilder, UnrollBuilder
@@ -368,7 +368,7 @@ def test_ray_replay_engine_stores_and_restores_the_learners_replay(tmp_path):
     """On Ray, the learner's side (replay shards, counters, schedules) is stored and restored; the actors'
     environments start afresh (a Ray run's timing makes it irreproducible anyway)."""
     ray = pytest.importorskip("ray")
-    from rlgraph.execution.runner import load_config, make_engine
+    from rlgraph.engines.runner import load_config, make_engine
     config, _ = load_config(_small_config("apex", tmp_path / "config.json"))
     config["execution_spec"] = dict(num_actors=1, envs_per_actor=4, num_replay_shards=2, sample_steps=16)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rlgraph.cli import main as cli_main
-from rlgraph.execution.runner import env_kwargs_of, load_config, make_agent, make_vector_env
+from rlgraph.engines.runner import env_kwargs_of, load_config, make_agent, make_vector_env
 from rlgraph.export.run_loading import load_run_agent
 from rlgraph.utils.backend import backend_available
 

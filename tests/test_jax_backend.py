@@ -44,7 +44,7 @@ def test_every_way_of_choosing_jax_reaches_it(how, monkeypatch):
     from rlgraph.components import Component
     from rlgraph.executors.graph_executor import GraphExecutor
     from rlgraph.executors.jax_executor import JaxExecutor
-    from rlgraph.execution.run_config import resolve_backend
+    from rlgraph.engines.run_config import resolve_backend
     from rlgraph.tests import ComponentTest
     from rlgraph.utils.backend import get_default_backend
     from rlgraph.utils.decorators import graph_fn

@@ -98,7 +98,7 @@ def test_pytorch_trace_is_a_no_op(tmp_path):
 def test_training_run_writes_the_graphs_of_the_methods_it_used(tmp_path):
     """The first chunk ends before the first update: the update's graph is written at the end of the run; the
     update methods the run never called (a batch given from outside, gradients alone) are never traced."""
-    from rlgraph.execution.runner import train
+    from rlgraph.engines.runner import train
     with open(os.path.join(CONFIGS, "dqn_cartpole.json")) as f:
         config = json.load(f)
     config["update_spec"] = dict(config["update_spec"], steps_before_update=600)

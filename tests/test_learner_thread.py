@@ -12,7 +12,7 @@ import os
 import numpy as np
 import pytest
 
-from rlgraph.execution.runner import load_config, make_engine
+from rlgraph.engines.runner import load_config, make_engine
 from rlgraph.utils.errors import RLGraphSpecError
 from rlgraph.workers import PipelinedWorker, VectorWorker
 from small_configs import FINAL_EVAL_FLOOR, run_cli

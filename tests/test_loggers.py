@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rlgraph.cli import main as cli_main
-from rlgraph.execution.runner import train
+from rlgraph.engines.runner import train
 from rlgraph.training.loggers import check_loggers, flatten_config
 from rlgraph.training.run_records import read_scalars
 from rlgraph.utils.errors import RLGraphError, RLGraphSpecError

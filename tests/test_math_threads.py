@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from rlgraph.execution import ExecutionSpec
+from rlgraph.engines import ExecutionSpec
 from rlgraph.utils.errors import RLGraphSpecError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -20,7 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROBE = """
 import json, logging, sys, tempfile
 logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-from rlgraph.execution.runner import load_config, make_engine, train
+from rlgraph.engines.runner import load_config, make_engine, train
 from rlgraph.workers import VectorWorker
 backend, execution, later, how = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4]
 if backend == "pytorch":
@@ -45,7 +45,7 @@ if how == "train":
 else:
     make_engine(config, backend=backend, seed=1)[0].run(64)
 if later is not None:
-    from rlgraph.execution import ExecutionSpec
+    from rlgraph.engines import ExecutionSpec
     ExecutionSpec(math_threads=later).apply_math_threads(backend)
 print("THREADS", seen[0], threads())
 """

@@ -8,8 +8,8 @@ import time
 import numpy as np
 import pytest
 
-from rlgraph.execution import ExecutionSpec
-from rlgraph.execution.runner import load_config, make_engine
+from rlgraph.engines import ExecutionSpec
+from rlgraph.engines.runner import load_config, make_engine
 from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
 from small_configs import FINAL_EVAL_FLOOR, cli_process, run_cli, train_on_engine
 
@@ -70,7 +70,7 @@ def test_unknown_executor_and_unreachable_address_fail_before_any_actor_starts()
 
 
 def test_an_agent_the_engine_does_not_serve_is_refused():
-    from rlgraph.execution.ray import make_ray_engine
+    from rlgraph.engines.ray import make_ray_engine
 
     class Learnerless:
         learner = object()
@@ -83,7 +83,7 @@ def test_an_agent_the_engine_does_not_serve_is_refused():
 
 # --- replay shard and sampler, in this process --------------------------------------------------------------------
 def test_replay_shard_keeps_nested_records_and_actor_priorities():
-    from rlgraph.execution.ray.replay_shard import ReplayShard
+    from rlgraph.engines.ray.replay_shard import ReplayShard
 
     shard = ReplayShard(("states", "internal_states", "rewards"), capacity=32, alpha=1.0, beta=1.0, seed=0)
     n = 20
@@ -110,7 +110,7 @@ def test_replay_shard_keeps_nested_records_and_actor_priorities():
 
 def test_ray_sampler_spreads_apex_epsilons_over_all_actors_and_computes_priorities():
     from rlgraph.components.explorations.exploration import apex_epsilon
-    from rlgraph.execution.ray.ray_sampler import RaySampler
+    from rlgraph.engines.ray.ray_sampler import RaySampler
 
     config = config_of("apex_cartpole")
     sampler = RaySampler(1, config, dict(env_spec="CartPole-v1", num_envs=3, seed=3), "pytorch", 5, 3, 6)
@@ -130,7 +130,7 @@ def test_ray_sampler_spreads_apex_epsilons_over_all_actors_and_computes_prioriti
 
 
 def test_ray_sampler_returns_one_unroll_per_environment():
-    from rlgraph.execution.ray.ray_sampler import RaySampler
+    from rlgraph.engines.ray.ray_sampler import RaySampler
 
     config = config_of("appo_cartpole", unroll_length=5)
     sampler = RaySampler(0, config, dict(env_spec="CartPole-v1", num_envs=4, seed=3), "pytorch", 5, 0, 4)
@@ -267,7 +267,7 @@ def _cpus_come_back(cpus=2, within=15.0):
 def test_kill_waits_for_an_actor_still_being_created(local_ray):
     """A kill that reaches an actor's worker during creation is dropped by Ray (the actor lives on, holding its
     CPU): ``kill`` lets creation end first."""
-    from rlgraph.execution.ray.ray_engine import RayEngine
+    from rlgraph.engines.ray.ray_engine import RayEngine
 
     class SlowToStart:  # (Defined here: Ray's workers cannot import this test module; a local class travels.)
         def __init__(self, seconds):

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from rlgraph.execution import ExecutionSpec
-from rlgraph.execution.run_config import load_config, make_agent, make_vector_env
-from rlgraph.execution.runner import make_engine
+from rlgraph.engines import ExecutionSpec
+from rlgraph.engines.run_config import load_config, make_agent, make_vector_env
+from rlgraph.engines.runner import make_engine
 from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
 from small_configs import CONFIGS, run_cli
 
@@ -95,7 +95,7 @@ def test_an_actor_killed_while_it_is_created_is_replaced_and_counted(local_ray):
 
 def _engine_with_actor_env(env_kwargs, **execution):
     """A Ray engine whose learner was built on CartPole but whose actors get ``env_kwargs``."""
-    from rlgraph.execution.ray import make_ray_engine
+    from rlgraph.engines.ray import make_ray_engine
 
     config = appo_config()
     probe = make_vector_env(dict(env_spec="CartPole-v1", num_envs=1))

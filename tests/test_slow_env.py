@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from rlgraph.environments import AtariVectorEnv, VectorEnv
-from rlgraph.execution.config_schema import config_schema
-from rlgraph.execution.run_config import RunConfig, make_vector_env
+from rlgraph.engines.config_schema import config_schema
+from rlgraph.engines.run_config import RunConfig, make_vector_env
 from rlgraph.utils.errors import RLGraphSpecError
 from small_configs import run_cli, small_dqn_config
 

@@ -30,7 +30,7 @@ def loaded(names):
 
 
 def test_import_rlgraph_loads_no_backend_and_nothing_heavy():
-    code = ("import sys, json, rlgraph, rlgraph.agents, rlgraph.environments, rlgraph.execution.runner, "
+    code = ("import sys, json, rlgraph, rlgraph.agents, rlgraph.environments, rlgraph.engines.runner, "
             "rlgraph.training, rlgraph.workers, rlgraph.trajectories; "
             f"print(json.dumps({loaded(('torch', 'tensorflow') + END_OR_ELSEWHERE)}))")
     assert run_python(code) == []
@@ -41,7 +41,7 @@ def test_pytorch_run_to_its_first_step_imports_neither_tensorflow_nor_end_of_run
     # An APPO agent built on PyTorch, one vector step of the local worker, and the trainer's TensorBoard writer.
     code = f"""
 import sys, json, tempfile
-from rlgraph.execution.runner import load_config, make_engine
+from rlgraph.engines.runner import load_config, make_engine
 from rlgraph.training.trainer import _summary_writer_class
 config, _ = load_config("configs/appo_cartpole.json")
 worker, agent, _ = make_engine(config, backend="pytorch")

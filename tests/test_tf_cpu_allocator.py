@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from rlgraph.execution import ExecutionSpec
-from rlgraph.execution.execution_spec import TF_CPU_ALLOCATOR_VARIABLE
+from rlgraph.engines import ExecutionSpec
+from rlgraph.engines.execution_spec import TF_CPU_ALLOCATOR_VARIABLE
 from rlgraph.utils.errors import RLGraphSpecError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROBE = """
 import json, logging, os, sys, tempfile
 logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-from rlgraph.execution.runner import load_config, train
+from rlgraph.engines.runner import load_config, train
 backend, execution, op_first = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3] == "1"
 if op_first:
     import tensorflow as tf

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from rlgraph.cli import main as cli_main
-from rlgraph.execution.tune import format_table, parse_grid, run_sweep, target_of, trial_name
+from rlgraph.engines.tune import format_table, parse_grid, run_sweep, target_of, trial_name
 from rlgraph.utils.errors import RLGraphSpecError
 from small_configs import small_dqn_config
 

@@ -12,8 +12,8 @@ import pytest
 
 import user_envs_for_test
 from rlgraph.environments import VectorEnv
-from rlgraph.execution.run_config import load_config
-from rlgraph.execution.runner import make_engine, train
+from rlgraph.engines.run_config import load_config
+from rlgraph.engines.runner import make_engine, train
 from rlgraph.utils.errors import RLGraphSpecError
 from rlgraph.utils.specifiable import allow_import
 from rlgraph.utils.user_modules import UserCode
@@ -185,7 +185,7 @@ def test_trains_on_a_two_node_cluster_with_the_users_code_travelling_with_the_jo
     ray = pytest.importorskip("ray")
     from ray.cluster_utils import Cluster
 
-    from rlgraph.execution.ray.ray_engine import _travelling_modules
+    from rlgraph.engines.ray.ray_engine import _travelling_modules
     from rlgraph.utils import user_modules
 
     if ray.is_initialized():

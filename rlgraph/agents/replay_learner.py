@@ -28,7 +28,7 @@ class ReplaySpec:
 class LocalReplay:
     """The replay seam for the memory inside the learner's graph: counts the records inserted by this process
     (a loaded model comes without its memory's contents). A distributed replay offers the same three members
-    (``rlgraph.execution.ray.replay_engine.ShardedReplay``) and is given to the learner with ``attach_replay``."""
+    (``rlgraph.engines.ray.replay_engine.ShardedReplay``) and is given to the learner with ``attach_replay``."""
 
     def __init__(self):
         self.stored = 0

@@ -13,7 +13,7 @@ Del Balso 2018, and ``tf.distribute.MultiWorkerMirroredStrategy`` do). Two imple
   first in a learner process.
 
 A process holds at most one group (``current_process_group``). The ``distributed_sync`` device strategy
-(``rlgraph.executors.distributed_sync``) uses it; the distributed engine (``rlgraph.execution.distributed``)
+(``rlgraph.executors.distributed_sync``) uses it; the distributed engine (``rlgraph.engines.distributed``)
 creates it. Every collective waits at most ``timeout_s``: a learner that died or fell out of step is an error,
 not a hang.
 """

@@ -50,7 +50,7 @@ def run_config(logdir):
     Raises:
         RLGraphError: Neither is there.
     """
-    from rlgraph.execution.runner import load_config
+    from rlgraph.engines.runner import load_config
     path = os.path.join(logdir, "config.json") if logdir else None
     if path and os.path.isfile(path):
         return load_config(path, name=path)[0]
@@ -74,7 +74,7 @@ def load_run_agent(path):
     Returns:
         ``(agent, config, model directory)``; the agent runs on the backend that stored the model.
     """
-    from rlgraph.execution.runner import env_kwargs_of, make_agent, make_vector_env
+    from rlgraph.engines.runner import env_kwargs_of, make_agent, make_vector_env
     model, logdir = find_model(path)
     config = run_config(logdir)
     backend = stored_backend(model) or config.get("backend")

@@ -1,9 +1,9 @@
 """The engine interface: what the ``Trainer`` drives.
 
 An engine steps environments and trains one learner agent, wherever its parts run: the local workers
-(``rlgraph.workers``) in this process, the execution engines (``rlgraph.execution``: Ray, central inference,
+(``rlgraph.workers``) in this process, the execution engines (``rlgraph.engines``: Ray, central inference,
 distributed learners) with actor or learner processes elsewhere. The ``Trainer`` (progress, scalars,
-checkpoints, resume, ``summary.json``) and ``rlgraph.execution.runner`` use nothing else of them.
+checkpoints, resume, ``summary.json``) and ``rlgraph.engines.runner`` use nothing else of them.
 
 This module sits at the level of the workers and the trainer (it imports nothing of rlgraph but its errors), so
 that the workers can subclass ``Engine`` and the execution engines above them do.

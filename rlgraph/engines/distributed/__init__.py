@@ -2,6 +2,6 @@
 
 ``rlgraph train CONFIG --engine distributed --num-learners N`` (see ``DistributedEngine``).
 """
-from rlgraph.execution.distributed.distributed_engine import DistributedEngine
+from rlgraph.engines.distributed.distributed_engine import DistributedEngine
 
 __all__ = ["DistributedEngine"]

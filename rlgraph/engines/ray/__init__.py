@@ -2,9 +2,9 @@
 
 Only this package imports Ray; nothing below the engines knows it exists.
 """
-from rlgraph.execution.ray.ray_engine import RayEngine
-from rlgraph.execution.ray.replay_engine import RayReplayEngine
-from rlgraph.execution.ray.unroll_engine import RayUnrollEngine
+from rlgraph.engines.ray.ray_engine import RayEngine
+from rlgraph.engines.ray.replay_engine import RayReplayEngine
+from rlgraph.engines.ray.unroll_engine import RayUnrollEngine
 from rlgraph.utils.errors import RLGraphSpecError
 
 

@@ -10,7 +10,7 @@ clear text: on untrusted networks, run the actors inside a VPN or an SSH tunnel.
 
 The server's side (``GrpcTransport``) can start the actors as processes on this machine (as the engine does
 by default) or wait for remote ones (``execution_spec.local_actors = false``; ``python -m
-rlgraph.execution.central_inference.grpc_transport --help`` starts one); the actor's side
+rlgraph.engines.central_inference.grpc_transport --help`` starts one); the actor's side
 (``GrpcActorChannel``) implements ``ActorChannel`` for ``EnvActor``, the same actor loop as over shared memory.
 """
 import argparse
@@ -28,9 +28,9 @@ from concurrent import futures
 
 import numpy as np
 
-from rlgraph.execution.central_inference import wire
-from rlgraph.execution.central_inference.env_actor import ActorChannel, EnvActor
-from rlgraph.execution.central_inference.request import Request
+from rlgraph.engines.central_inference import wire
+from rlgraph.engines.central_inference.env_actor import ActorChannel, EnvActor
+from rlgraph.engines.central_inference.request import Request
 from rlgraph.utils.errors import RLGraphError
 
 logger = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ class GrpcActorChannel(ActorChannel):
 def grpc_actor_main(argv=None):
     """An actor process: ``--server HOST:PORT --index I --env-kwargs JSON`` (or ``--config CONFIG --num-envs E
     --seed S``); the token comes from ``$RLGRAPH_CENTRAL_TOKEN``. No deep-learning backend is imported."""
-    parser = argparse.ArgumentParser(prog="python -m rlgraph.execution.central_inference.grpc_transport",
+    parser = argparse.ArgumentParser(prog="python -m rlgraph.engines.central_inference.grpc_transport",
                                      description="A central-inference actor: steps environments with actions "
                                                  "from an rlgraph inference server over gRPC.")
     parser.add_argument("--server", required=True, help="the server's HOST:PORT")
@@ -342,7 +342,7 @@ class GrpcTransport:
         env = dict(os.environ, **{LOCAL_ENV: "1"})
         if self.token is not None:
             env[TOKEN_ENV] = self.token
-        code = ("import sys; sys.argv[0] = 'rlgraph-env-actor'; from rlgraph.execution.central_inference."
+        code = ("import sys; sys.argv[0] = 'rlgraph-env-actor'; from rlgraph.engines.central_inference."
                 "grpc_transport import grpc_actor_main; grpc_actor_main()")
         self.slots[index].process = subprocess.Popen(
             [sys.executable, "-c", code, "--server", self.address, "--index", str(index), "--env-kwargs", env_json],

@@ -7,9 +7,9 @@ import weakref
 import numpy as np
 import optree
 
-from rlgraph.execution.central_inference.env_actor import USER_CODE_KEY
-from rlgraph.execution.central_inference.inference_server import InferenceServer
-from rlgraph.execution.remote_actors import RemoteActorEngine
+from rlgraph.engines.central_inference.env_actor import USER_CODE_KEY
+from rlgraph.engines.central_inference.inference_server import InferenceServer
+from rlgraph.engines.remote_actors import RemoteActorEngine
 from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
 from rlgraph.utils.user_modules import UserCode, check_json_environment
 
@@ -89,9 +89,9 @@ class CentralInferenceEngine(RemoteActorEngine):
 
     def _make_transport(self, obs_leaves, action_shape, action_dtype):
         if self.spec.transport == "shm":
-            from rlgraph.execution.central_inference.shm_transport import ShmTransport
+            from rlgraph.engines.central_inference.shm_transport import ShmTransport
             return ShmTransport([self.envs_per_actor] * self.num_actors, obs_leaves, action_shape, action_dtype)
-        from rlgraph.execution.central_inference.grpc_transport import GrpcTransport
+        from rlgraph.engines.central_inference.grpc_transport import GrpcTransport
         return GrpcTransport([self.envs_per_actor] * self.num_actors, obs_leaves, action_shape, action_dtype,
                              address=self.spec.server_address, token=self.spec.token,
                              local_actors=self.spec.local_actors)
@@ -214,7 +214,7 @@ class CentralInferenceEngine(RemoteActorEngine):
 
 def probe_observation(env_kwargs):
     """One observation (``reset()``) of a one-environment ``VectorEnv`` made from ``env_kwargs``."""
-    from rlgraph.execution.run_config import make_vector_env
+    from rlgraph.engines.run_config import make_vector_env
 
     probe = make_vector_env(dict(env_kwargs, num_envs=1))
     try:

@@ -245,8 +245,8 @@ def environment_spec_schema():
 def config_schema():
     """The JSON Schema (draft 2020-12) of a training config (``configs/*.json``)."""
     from rlgraph.agents import Agent
-    from rlgraph.execution.execution_spec import ExecutionSpec
-    from rlgraph.execution.runner import train_spec_json_schema
+    from rlgraph.engines.execution_spec import ExecutionSpec
+    from rlgraph.engines.runner import train_spec_json_schema
     definitions = _component_specs()
     definitions["value_network_spec"] = {"$ref": "#/$defs/network_spec"}  # The same schema, once.
     components = {key: {"$ref": f"#/$defs/{key}"} for key in definitions}

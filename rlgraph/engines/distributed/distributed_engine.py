@@ -8,8 +8,8 @@ import sys
 import tempfile
 import time
 
-from rlgraph.execution.distributed.control import ControlChannel, free_port
-from rlgraph.execution.distributed.learner import build_learner, decode_state, encode_state
+from rlgraph.engines.distributed.control import ControlChannel, free_port
+from rlgraph.engines.distributed.learner import build_learner, decode_state, encode_state
 from rlgraph.training.engine import Engine
 from rlgraph.utils.errors import RLGraphCheckpointError, RLGraphError, RLGraphLearnerGroupError, RLGraphSpecError
 from rlgraph.utils.run_state import load_run_state, save_run_state
@@ -123,7 +123,7 @@ class DistributedEngine(Engine):
         env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
         for rank in range(1, self.num_learners):
             log = open(os.path.join(self._tmp, f"learner{rank}.log"), "wb")
-            cmd = [sys.executable, "-m", "rlgraph.execution.distributed.learner_process", path, "--backend",
+            cmd = [sys.executable, "-m", "rlgraph.engines.distributed.learner_process", path, "--backend",
                    self.backend, "--rank", str(rank), "--seed", str(self.seed), "--control",
                    f"{control[0]}:{control[1]}"]
             if self.user_code is not None:

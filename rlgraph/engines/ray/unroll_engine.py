@@ -1,5 +1,5 @@
 """IMPALA and APPO on Ray: actors send unrolls through a bounded queue to the learner."""
-from rlgraph.execution.ray.ray_engine import RayEngine
+from rlgraph.engines.ray.ray_engine import RayEngine
 
 
 class RayUnrollEngine(RayEngine):

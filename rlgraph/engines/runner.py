@@ -10,8 +10,8 @@ import time
 
 import numpy as np
 
-# The config helpers, importable from here as before (``rlgraph.execution.run_config`` holds them).
-from rlgraph.execution.run_config import (DEFAULT_TRAIN_SPEC, ENGINES, MAX_EVAL_ENVS, RUN_ARG_RULES,  # noqa: F401
+# The config helpers, importable from here as before (``rlgraph.engines.run_config`` holds them).
+from rlgraph.engines.run_config import (DEFAULT_TRAIN_SPEC, ENGINES, MAX_EVAL_ENVS, RUN_ARG_RULES,  # noqa: F401
                                           TRAIN_SPEC_DOCS, TRAIN_SPEC_SCHEMA, RunConfig, env_kwargs_of, load_config,
                                           make_agent, make_vector_env, resolve_backend, train_spec_json_schema)
 from rlgraph.utils.errors import RLGraphSpecError
@@ -174,12 +174,12 @@ def build_engine(run):
     processes on the cluster at ``ray_address`` (or a local one, or the one this process already joined with
     ``ray.init``); ``central`` the central-inference engine (SEED RL style: backend-free actor processes,
     batched inference here) over ``transport``; ``distributed`` learner 0 of ``num_learners`` learner processes
-    (``rlgraph.execution.distributed``). All settings are checked before any process starts.
+    (``rlgraph.engines.distributed``). All settings are checked before any process starts.
     """
     replay = run.train_spec["checkpoint_replay"]
     if run.engine == "distributed":
         # The learner group comes first: TensorFlow's must exist before TensorFlow runs anything here.
-        from rlgraph.execution.distributed import DistributedEngine
+        from rlgraph.engines.distributed import DistributedEngine
         return DistributedEngine(run.config, run.env_kwargs, run.resolved_backend(), run.execution, run.seed,
                                  checkpoint_replay=replay)
     if run.engine == "local":
@@ -200,10 +200,10 @@ def build_engine(run):
     finally:
         probe.close()
     if run.engine == "central":
-        from rlgraph.execution.central_inference.central_engine import CentralInferenceEngine
+        from rlgraph.engines.central_inference.central_engine import CentralInferenceEngine
         return CentralInferenceEngine(run.config, run.env_kwargs, agent, run.execution, run.seed,
                                       checkpoint_replay=replay, observation=observation)
-    from rlgraph.execution.ray import make_ray_engine
+    from rlgraph.engines.ray import make_ray_engine
     return make_ray_engine(run.config, run.env_kwargs, agent, run.execution, run.seed, checkpoint_replay=replay)
 
 
@@ -275,7 +275,7 @@ def _write_config(logdir, config):
 
 def _follow(run):
     """A distributed learner of rank > 0: follows learner 0 (which trains, evaluates and checkpoints)."""
-    from rlgraph.execution.distributed.learner import serve
+    from rlgraph.engines.distributed.learner import serve
     spec = run.execution
     host, port = spec.learner_addresses[0].rsplit(":", 1)
     start = time.time()

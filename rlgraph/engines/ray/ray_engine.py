@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from rlgraph.execution.remote_actors import RemoteActorEngine
+from rlgraph.engines.remote_actors import RemoteActorEngine
 from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
 from rlgraph.utils.process_watchdog import start_reaper, stop_reaper
 from rlgraph.utils.user_modules import UserCode
@@ -128,7 +128,7 @@ class RayEngine(RemoteActorEngine):
         self._actor_versions[index] = -1
         # The config and the environment's keywords (an environment creator too) travel through Ray's object store
         # and are taken out after the user's code is installed in the actor.
-        from rlgraph.execution.ray.ray_sampler import Deferred
+        from rlgraph.engines.ray.ray_sampler import Deferred
         put = self.ray.put
         return self._created(self._actor_class.remote(index, Deferred(put(self.config)),
                                                       Deferred(put(self.actor_env_kwargs(index))),
@@ -204,7 +204,7 @@ class RayEngine(RemoteActorEngine):
                 of rlgraph's), or too many actors died.
             Exception: ``error`` itself where it is neither (a bug in the sampler).
         """
-        from rlgraph.execution.ray.ray_sampler import ActorBuildError
+        from rlgraph.engines.ray.ray_sampler import ActorBuildError
 
         exceptions = self.ray.exceptions
         build = getattr(error, "cause", error) if isinstance(error, exceptions.RayTaskError) else error
@@ -332,7 +332,7 @@ class RayEngine(RemoteActorEngine):
 
 
 def _sampler_class():
-    from rlgraph.execution.ray.ray_sampler import RaySampler
+    from rlgraph.engines.ray.ray_sampler import RaySampler
     return RaySampler
 
 

@@ -3,7 +3,7 @@ import logging
 
 import numpy as np
 
-from rlgraph.execution.ray.ray_engine import RayEngine
+from rlgraph.engines.ray.ray_engine import RayEngine
 from rlgraph.utils.errors import RLGraphCheckpointError, RLGraphError
 
 logger = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ class RayReplayEngine(RayEngine):
     """
 
     def __init__(self, config, env_kwargs, learner_agent, spec, seed=0, checkpoint_replay=True):
-        from rlgraph.execution.ray.replay_shard import ReplayShard
+        from rlgraph.engines.ray.replay_shard import ReplayShard
 
         super().__init__(config, env_kwargs, learner_agent, spec, seed, checkpoint_replay)
         replay = self.learner.replay_spec

@@ -10,7 +10,7 @@ imports no backend either (the engine's agent imports happen when an engine is b
 
 def make_central_engine(config, env_kwargs, learner_agent, spec, seed=0):
     """The central-inference engine for a config (see ``CentralInferenceEngine``)."""
-    from rlgraph.execution.central_inference.central_engine import CentralInferenceEngine
+    from rlgraph.engines.central_inference.central_engine import CentralInferenceEngine
     return CentralInferenceEngine(config, env_kwargs, learner_agent, spec, seed)
 
 

@@ -81,7 +81,7 @@ def check_sweep(config, sets, grid, env_id=None, backend=None, seed=0, engine=No
     Raises:
         RLGraphSpecError: The first bad override or value.
     """
-    from rlgraph.execution.run_config import RunConfig, make_agent, make_vector_env
+    from rlgraph.engines.run_config import RunConfig, make_agent, make_vector_env
 
     checks = [list(sets)] + [list(sets) + [f"{key}={text}"] for key, values in grid.items() for text, _ in values]
     for overrides in checks:
@@ -144,7 +144,7 @@ def _run_trial(trial, spec):
     """A Ray Tune trial: one ``runner.train`` with the trial's grid values applied, then its final report."""
     from ray import tune
 
-    from rlgraph.execution.runner import train
+    from rlgraph.engines.runner import train
 
     params = {key: spec["grid"][key][trial[f"g{i}"]][1] for i, key in enumerate(spec["grid"])}
     texts = [f"{key}={spec['grid'][key][trial[f'g{i}']][0]}" for i, key in enumerate(spec["grid"])]
@@ -214,7 +214,7 @@ def run_sweep(config, grid, logdir=None, sets=(), steps=None, seconds=None, num_
         RLGraphSpecError: A bad grid, override or argument, before Ray starts.
         RLGraphError: Ray Tune is not installed.
     """
-    from rlgraph.execution.run_config import engine_name, load_config
+    from rlgraph.engines.run_config import engine_name, load_config
     from rlgraph.utils.specifiable import load_json
 
     engine = engine_name(engine, executor)

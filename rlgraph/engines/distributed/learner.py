@@ -9,7 +9,7 @@ control channel (``serve``).
 import logging
 import os
 
-from rlgraph.execution.distributed.control import connect
+from rlgraph.engines.distributed.control import connect
 from rlgraph.utils.errors import RLGraphCheckpointError, RLGraphError, RLGraphLearnerGroupError, RLGraphSpecError
 from rlgraph.utils.run_state import decode_tree, encode_tree
 

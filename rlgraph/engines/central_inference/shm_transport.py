@@ -26,8 +26,8 @@ from multiprocessing import shared_memory
 import numpy as np
 import optree
 
-from rlgraph.execution.central_inference.env_actor import ActorChannel, EnvActor
-from rlgraph.execution.central_inference.request import Request
+from rlgraph.engines.central_inference.env_actor import ActorChannel, EnvActor
+from rlgraph.engines.central_inference.request import Request
 from rlgraph.utils.errors import RLGraphError
 
 logger = logging.getLogger(__name__)
@@ -169,7 +169,7 @@ class _Slot:
 
 #: What an actor process runs (arguments follow in ``sys.argv``).
 _ACTOR_CODE = ("import sys; sys.argv[0] = 'rlgraph-env-actor'; "
-               "from rlgraph.execution.central_inference.shm_transport import shm_actor_main; shm_actor_main()")
+               "from rlgraph.engines.central_inference.shm_transport import shm_actor_main; shm_actor_main()")
 
 
 class ShmTransport:

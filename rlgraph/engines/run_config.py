@@ -3,7 +3,7 @@
 A training config is an agent spec plus ``environment_spec``, ``train_spec`` and ``execution_spec``.
 ``RunConfig.load`` applies the ``--set`` overrides, checks the sections, parses ``execution_spec`` with the
 command line's values, computes the environments' keywords and checks the engine's name, all before anything
-is built; ``rlgraph.execution.runner`` hands the result down to the engine it builds.
+is built; ``rlgraph.engines.runner`` hands the result down to the engine it builds.
 """
 import dataclasses
 import json
@@ -11,8 +11,8 @@ import os
 import time
 import typing
 
-from rlgraph.execution.execution_spec import SCHEMA as EXECUTION_SCHEMA
-from rlgraph.execution.execution_spec import ExecutionSpec
+from rlgraph.engines.execution_spec import SCHEMA as EXECUTION_SCHEMA
+from rlgraph.engines.execution_spec import ExecutionSpec
 from rlgraph.utils.errors import RLGraphSpecError
 from rlgraph.utils.validation import Bool, Int, Number, Optional, check_args, check_spec, json_schema
 
@@ -249,7 +249,7 @@ class RunConfig:
         if engine == "ray" and spec.ray_address:
             # A cluster that does not answer is refused now, before the agent is built (the engine checks it
             # again when it joins): one line in seconds, not a hang in ray.init.
-            from rlgraph.execution.ray.ray_engine import _check_address
+            from rlgraph.engines.ray.ray_engine import _check_address
             _check_address(spec.ray_address)
         if steps is None and seconds is None:
             steps, seconds = train_spec["steps"], train_spec["seconds"]

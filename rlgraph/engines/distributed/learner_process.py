@@ -1,9 +1,9 @@
 """Entry point of a learner process of rank > 0 started by the distributed engine.
 
-``python -m rlgraph.execution.distributed.learner_process CONFIG --backend B --rank R --seed S --control
+``python -m rlgraph.engines.distributed.learner_process CONFIG --backend B --rank R --seed S --control
 HOST:PORT [--user-code JSON]``: installs the driver's user code (``rlgraph.utils.user_modules.UserCode``: the
 modules of the config's types and environment, gymnasium registrations), joins learner 0's control channel
-and the learner group, then follows learner 0 (see ``rlgraph.execution.distributed.learner.serve``). Users start remote learners with ``rlgraph train CONFIG
+and the learner group, then follows learner 0 (see ``rlgraph.engines.distributed.learner.serve``). Users start remote learners with ``rlgraph train CONFIG
 --engine distributed --learner-rank R`` instead.
 """
 import argparse
@@ -25,8 +25,8 @@ def main(argv=None):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from rlgraph.utils.process_watchdog import watch_parent
     watch_parent(what=f"learner {args.rank}")  # Learner 0 killed by SIGKILL takes the learners it started along.
-    from rlgraph.execution.distributed.learner import serve
-    from rlgraph.execution.execution_spec import ExecutionSpec
+    from rlgraph.engines.distributed.learner import serve
+    from rlgraph.engines.execution_spec import ExecutionSpec
     from rlgraph.utils.specifiable import load_json
     config = load_json(args.config, "config")
     spec = ExecutionSpec.from_config(config)
