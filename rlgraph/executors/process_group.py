@@ -12,6 +12,9 @@ Del Balso 2018, and ``tf.distribute.MultiWorkerMirroredStrategy`` do). Two imple
   strategy to exist before TensorFlow runs anything in the process, so ``init_process_group`` must come
   first in a learner process.
 
+JAX has none yet: its executor runs each update on one device, without the ``distributed_sync`` strategy, so
+``check_group_backend`` refuses it (with the distributed engine, before any learner process starts).
+
 A process holds at most one group (``current_process_group``). The ``distributed_sync`` device strategy
 (``rlgraph.executors.distributed_sync``) uses it; the distributed engine (``rlgraph.engines.distributed``)
 creates it. Every collective waits at most ``timeout_s``: a learner that died or fell out of step is an error,
@@ -200,12 +203,39 @@ class HorovodProcessGroup(ProcessGroup):
 #: The all-reduce implementations (``execution_spec.all_reduce``).
 ALL_REDUCE = ("native", "horovod")
 
+#: The backends with a gradient all-reduce over learner processes (``init_process_group``).
+GROUP_BACKENDS = ("tf", "pytorch")
+
+
+def check_group_backend(backend):
+    """The canonical name of ``backend`` ("tensorflow" -> "tf"); refuses, before any learner process starts, a
+    backend without a gradient all-reduce over processes.
+
+    The JAX executor runs its update programs on one device and has no ``distributed_sync`` strategy (issue 34:
+    towers over XLA devices are not built yet), so distributed JAX learners would not keep one set of weights.
+
+    Raises:
+        RLGraphBackendError: An unknown backend, or one not in ``GROUP_BACKENDS``.
+    """
+    from rlgraph.utils.backend import normalize_backend
+    backend = normalize_backend(backend)
+    if backend in GROUP_BACKENDS:
+        return backend
+    if backend == "jax":
+        raise RLGraphBackendError(
+            "--engine distributed: the JAX backend has no gradient all-reduce over learner processes yet (its "
+            "executor runs each update on one device, without the distributed_sync strategy; issue 34); use "
+            "--backend pytorch or tf for distributed learners, or --engine ray / central for a JAX learner fed by "
+            "several actors.")
+    raise RLGraphBackendError(f"--engine distributed: backend {backend!r} has no gradient all-reduce over learner "
+                              f"processes; use one of {GROUP_BACKENDS}.")
+
 
 def init_process_group(backend, rank, world_size, addresses, timeout_s=120.0, device=None, all_reduce="native"):
     """Makes this process learner ``rank`` of ``world_size``; returns its ``ProcessGroup``.
 
     Args:
-        backend: "tf" or "pytorch".
+        backend: "tf" or "pytorch" (others are refused: ``check_group_backend``).
         rank: This learner's index in [0, world_size).
         world_size: The number of learners.
         addresses: One "host:port" per learner (TF servers; PyTorch rendezvous at ``addresses[0]``).
@@ -215,9 +245,11 @@ def init_process_group(backend, rank, world_size, addresses, timeout_s=120.0, de
 
     Raises:
         RLGraphSpecError: A bad rank, address list, or a second group in this process.
+        RLGraphBackendError: A backend without an all-reduce over processes (JAX).
         LearnerGroupError: The rendezvous failed.
     """
     global _current
+    backend = check_group_backend(backend)
     if _current is not None:
         raise RLGraphSpecError(f"distributed learners: this process already is {_current.describe()}.")
     if not 0 <= int(rank) < int(world_size):
@@ -257,5 +289,5 @@ def _one_line(error):
     return text[:300] + ("..." if len(text) > 300 else "")
 
 
-__all__ = ["ALL_REDUCE", "HorovodProcessGroup", "ProcessGroup", "current_process_group", "destroy_process_group",
-           "init_process_group"]
+__all__ = ["ALL_REDUCE", "GROUP_BACKENDS", "HorovodProcessGroup", "ProcessGroup", "check_group_backend",
+           "current_process_group", "destroy_process_group", "init_process_group"]

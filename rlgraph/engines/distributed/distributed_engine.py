@@ -50,7 +50,8 @@ class DistributedEngine(Engine):
     Args:
         config: The training config (a dict).
         env_kwargs: ``VectorEnv`` keywords of the run's environments.
-        backend: "tf" or "pytorch".
+        backend: "tf" or "pytorch" (JAX is refused before any process starts: its executor has no gradient
+            all-reduce over processes yet, ``process_group.check_group_backend``).
         spec: The ``ExecutionSpec`` (``num_learners``, ``learner_addresses``, ``envs_per_learner``,
             ``learner_timeout_s``).
         seed: The run's seed (learner r's environments get ``seed + 1000 r``, its agent ``seed + r``).
@@ -59,7 +60,8 @@ class DistributedEngine(Engine):
     """
 
     def __init__(self, config, env_kwargs, backend, spec, seed=0, checkpoint_replay=True):
-        from rlgraph.executors.process_group import init_process_group
+        from rlgraph.executors.process_group import check_group_backend, init_process_group
+        check_group_backend(backend)  # Before any learner process starts.
         self.config, self.spec, self.seed = config, spec, int(seed)
         self.env_kwargs = dict(env_kwargs)
         self.backend = backend

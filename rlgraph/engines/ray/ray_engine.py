@@ -3,6 +3,7 @@ import logging
 import os
 import socket
 import time
+import warnings
 
 import numpy as np
 
@@ -395,12 +396,16 @@ def _init_ray(spec, py_modules=()):
     if ray.is_initialized():
         return False
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    if spec.ray_address:
-        ray.init(address=spec.ray_address, log_to_driver=False, configure_logging=False,
-                 runtime_env={"py_modules": list(py_modules)} if py_modules else None)
-    else:
-        # address="local": a Ray of this run's own, even where another one runs on this machine (ray.init()
-        # would join that one).
-        ray.init(address="local", num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
-                 configure_logging=False, _system_config=dict(LOCAL_RAY_SYSTEM_CONFIG))
+    with warnings.catch_warnings():
+        # Ray starts its processes by fork + exec; JAX (a JAX learner built before the engine) warns at every fork
+        # of its multithreaded process, though the child only execs.
+        warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+        if spec.ray_address:
+            ray.init(address=spec.ray_address, log_to_driver=False, configure_logging=False,
+                     runtime_env={"py_modules": list(py_modules)} if py_modules else None)
+        else:
+            # address="local": a Ray of this run's own, even where another one runs on this machine (ray.init()
+            # would join that one).
+            ray.init(address="local", num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False, _system_config=dict(LOCAL_RAY_SYSTEM_CONFIG))
     return True

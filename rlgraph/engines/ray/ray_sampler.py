@@ -40,7 +40,7 @@ class RaySampler:
         env_kwargs: ``VectorEnv`` keywords (``env_spec``, ``num_envs``, ``seed``, ...).
             Either may come ``Deferred`` (the engine's way: what refers to the user's modules, e.g. an
             environment creator, is deserialized only once ``user_code`` is installed).
-        backend: "tf" or "pytorch".
+        backend: "tf", "pytorch" or "jax" (weights travel as numpy arrays on every backend).
         seed: The agent's seed.
         slot_offset: The global index of this actor's first environment among all actors' environments.
         total_slots: All actors' environments together (Ape-X epsilons are spread over them).
@@ -94,6 +94,17 @@ class RaySampler:
         if self.build_error is not None:
             raise self.build_error
         return os.getpid()
+
+    def weights(self):
+        """``(weights, version)``: the actor agent's trainable weights (numpy, whatever the backend) and the
+        learner version they came from; what it acts with now.
+
+        Raises:
+            ActorBuildError: The actor could not build its environments or agent.
+        """
+        if self.build_error is not None:
+            raise self.build_error
+        return self.agent.get_weights(), self.actor.weights_version
 
     def sample(self, num_vector_steps, weights=None, version=None, timesteps=None):
         """Steps all environments ``num_vector_steps`` times and returns what the steps completed.
