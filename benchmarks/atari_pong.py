@@ -82,7 +82,7 @@ def load_config(**overrides):
     return config
 
 
-def make_agent(config, backend, role="local", seed=0):
+def make_agent(config, backend, role="both", seed=0):
     """The APPO agent with the spaces ``AtariVectorEnv("pong")`` has (uint8 frames, int64 actions)."""
     return Agent.from_spec(config, state_space=IntBox(256, shape=FRAME_SHAPE, dtype="uint8"),
                            action_space=IntBox(NUM_ACTIONS, dtype="int64"), backend=backend, seed=seed,

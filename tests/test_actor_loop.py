@@ -21,7 +21,7 @@ def config_of(name, **changes):
         return dict(json.load(f), **changes)
 
 
-def make(name, role="local", seed=0, **changes):
+def make(name, role="both", seed=0, **changes):
     env = VectorEnv("CartPole-v1", num_envs=4, seed=0)
     return Agent.from_spec(config_of(name, **changes), state_space=env.state_space, action_space=env.action_space,
                            backend="pytorch", role=role, seed=seed)
@@ -226,9 +226,19 @@ def test_the_worker_and_the_plain_loop_hand_the_learner_the_same_items():
         np.testing.assert_array_equal(a["unroll"]["behaviour_log_probs"], b["unroll"]["behaviour_log_probs"])
 
 
-def test_a_worker_needs_a_local_agent():
+def test_a_worker_needs_an_agent_of_both_roles():
     agent = make("dqn", role="actor")
     worker = VectorWorker(agent, VectorEnv("CartPole-v1", num_envs=4, seed=0), learn=False)
     assert worker.internal_states is None
-    with pytest.raises(RLGraphError, match="role='actor'.*role='local'"):
+    with pytest.raises(RLGraphError, match="role='actor'.*role='both'"):
         worker.run(8)
+
+
+def test_role_local_is_the_earlier_name_of_both(tmp_path):
+    agent = make("dqn", role="local")
+    assert agent.role == "both" and agent.builder is not None
+    state = agent.get_run_state()
+    state["role"] = "local"  # as a run state stored before the rename says
+    agent.set_run_state(state)
+    with pytest.raises(RLGraphError, match="role"):
+        make("dqn", role="placement")

@@ -201,3 +201,21 @@ def test_trains_on_a_two_node_cluster_with_the_users_code_travelling_with_the_jo
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+def test_train_takes_an_environment_creator_keyword(tmp_path):
+    made = []
+
+    def creator():
+        made.append(1)
+        return gym.wrappers.TimeLimit(user_envs_for_test.SlowCartPole(), 100)
+
+    summary = _trained(user_config(env_spec="CartPole-v1"), tmp_path, "local", env_creator=creator)
+    assert made, "the creator was not called"
+    with open(tmp_path / "local" / "config.json") as f:
+        assert "creator" in json.load(f)["environment_spec"]["env_spec"]
+    assert summary["env_steps"] >= 512
+    with pytest.raises(RLGraphSpecError, match="env_creator: expected a callable .* got str"):
+        train(user_config(), env_creator="CartPole-v1", steps=8)
+    with pytest.raises(RLGraphSpecError, match="env_creator and env_id 'CartPole-v1' both name"):
+        train(user_config(), env_creator=creator, env_id="CartPole-v1", steps=8)

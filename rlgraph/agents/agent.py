@@ -22,7 +22,14 @@ logger = logging.getLogger(__name__)
 
 
 #: What ``Agent.from_spec(..., role=...)`` builds: the actor alone, the learner alone, or both in one process.
-ROLES = ("local", "actor", "learner")
+ROLES = ("both", "actor", "learner")
+#: Earlier names of roles, still accepted: "local" (a placement word) was "both"'s name before.
+ROLE_ALIASES = {"local": "both"}
+
+
+def normalize_role(role):
+    """The role's current name ("local" -> "both"); other values unchanged (checked by ``Agent.ARG_RULES``)."""
+    return ROLE_ALIASES.get(role, role) if isinstance(role, str) else role
 
 
 class Agent(Specifiable):
@@ -39,8 +46,8 @@ class Agent(Specifiable):
       counts its weights version and reports the policy lag of what it learns from.
 
     ``role="actor"`` builds only the API methods acting needs (no memory, optimizer, loss variables or target
-    network), ``role="learner"`` the whole graph without an actor, ``role="local"`` (default) everything in
-    one process: then ``observe`` runs the step through the builder into the learner and actor and learner
+    network), ``role="learner"`` the whole graph without an actor, ``role="both"`` (default; its earlier name
+    ``"local"`` is still accepted) everything in one process: then ``observe`` runs the step through the builder into the learner and actor and learner
     share one executor, so the actor always acts with the learner's current weights. Subclasses implement
     ``build_root()`` and name their ``actor_class``, ``learner_class`` and ``actor_api_methods``.
 
@@ -55,7 +62,7 @@ class Agent(Specifiable):
         optimizer_spec: The optimizer spec (e.g. ``{"type": "adam", "learning_rate": 1e-3}``).
         device: The device of the root component (e.g. "cpu", "gpu:0").
         name: A name for logs.
-        role: "local", "actor" or "learner" (see above).
+        role: "both", "actor" or "learner" (see above).
         device_strategy: How the executor places the learner's graph on devices (not used by an actor-only
             build): None (one device) or ``{"type": "multi_device_sync", "devices": ["gpu:0", "gpu:1"]}``,
             one tower per device on a slice of each update batch, gradients averaged, one step
@@ -76,7 +83,8 @@ class Agent(Specifiable):
     actor_api_methods = ()
 
     def __init__(self, state_space, action_space, backend=None, seed=0, discount=0.99, preprocessing_spec=None,
-                 network_spec=None, optimizer_spec=None, device=None, name=None, role="local", device_strategy=None):
+                 network_spec=None, optimizer_spec=None, device=None, name=None, role="both", device_strategy=None):
+        role = normalize_role(role)
         checked = check_args(type(self).__name__, Agent.ARG_RULES, dict(seed=seed, discount=discount, role=role))
         self.role = checked["role"]
         refuse_vector_env_spaces(type(self).__name__, state_space, action_space)
@@ -104,15 +112,15 @@ class Agent(Specifiable):
             raise RLGraphSpaceError(f"{e} ({hint})") from e
         self.actor = self.actor_class.from_agent(self) if role != "learner" else None
         self.learner = self.learner_class.from_agent(self) if role != "actor" else None
-        if role == "local":  # One executor: the actor acts with the learner's weights, of the learner's version.
+        if role == "both":  # One executor: the actor acts with the learner's weights, of the learner's version.
             self.actor.share_learner(self.learner)
-        self.builder = self.make_trajectory_builder() if role == "local" else None
-        #: Checks the arguments of a step (``observe``, a worker's ``ActorLoop``; role "local", else None).
+        self.builder = self.make_trajectory_builder() if role == "both" else None
+        #: Checks the arguments of a step (``observe``, a worker's ``ActorLoop``; role "both", else None).
         self.step_check = None
-        # The plain loop (role "local", see the class docstring): the step sequence and what it keeps between
+        # The plain loop (role "both", see the class docstring): the step sequence and what it keeps between
         # get_actions and observe.
         self._plain = None
-        if role == "local":
+        if role == "both":
             self.step_check = StepCheck(self.name, self.state_space, self.action_space, self.actor.extras_keys)
             self._plain = PlainLoop(self.name, self.actor, self.builder, self.learner, self.step_check)
 
@@ -163,7 +171,7 @@ class Agent(Specifiable):
         obj = getattr(self, name)
         if obj is None:
             raise RLGraphError(f"{self.name} was built with role='{self.role}'; {needed} needs the {name} "
-                               f"(role='local' or '{name}').")
+                               f"(role='both' or '{name}').")
         return obj
 
     # --- acting ---------------------------------------------------------------------------------------------
@@ -216,7 +224,7 @@ class Agent(Specifiable):
 
     # --- observing and learning ---------------------------------------------------------------------------
     def observe(self, states, actions, rewards, next_states, terminals, truncations=None, env_ids=None, **extras):
-        """Takes one step of a batch of environments (role "local"): actor row dict -> builder -> learner, through
+        """Takes one step of a batch of environments (role "both"): actor row dict -> builder -> learner, through
         the ``ActorLoop`` (``rlgraph.workers``) that the workers and engines use too.
 
         Args:

@@ -16,7 +16,7 @@ class ApexActor(DQNActor):
     actor holds no target network; its online network bootstraps, as in the paper's actors that compute
     priorities with their local copy of the network).
 
-    An actor that shares its graph with the learner (``priorities_in_learner``, role "local") leaves
+    An actor that shares its graph with the learner (``priorities_in_learner``, role "both") leaves
     "priorities" out: the learner computes the same priorities in the same executor call as its insert
     (``ApexLearner.insert``), so a vector step costs one call, not two.
 
@@ -37,7 +37,7 @@ class ApexActor(DQNActor):
     @classmethod
     def settings_of(cls, agent):
         return dict(super().settings_of(agent), epsilon_base=agent.epsilon_base, epsilon_alpha=agent.epsilon_alpha,
-                    priorities_in_learner=agent.role == "local")
+                    priorities_in_learner=agent.role == "both")
 
     def row_epsilons(self, num_rows):
         if self.epsilons is None or len(self.epsilons) != num_rows:

@@ -21,7 +21,7 @@ class RemoteActorEngine(Engine):
     Args:
         config: The training config (a dict; agent keys plus ``environment_spec``, ``execution_spec``).
         env_kwargs: ``VectorEnv`` keywords of the run's environments (``num_envs`` is replaced per actor).
-        learner_agent: The learner (a ``role="local"`` agent, which also evaluates greedily).
+        learner_agent: The learner (a ``role="both"`` agent, which also evaluates greedily).
         spec: The ``ExecutionSpec``.
         seed: The run's seed (actor i's environments get seed + 1000 * (i + 1)).
         checkpoint_replay: Store the replay memory's contents in checkpoints (``train_spec.checkpoint_replay``).

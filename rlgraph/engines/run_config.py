@@ -161,7 +161,7 @@ def resolve_backend(config, backend=None):
     return normalize_backend(backend or config.get("backend") or get_default_backend())
 
 
-def make_agent(config, env, backend=None, seed=0, role="local"):
+def make_agent(config, env, backend=None, seed=0, role="both"):
     """The agent of a config for the spaces of ``env`` (``role``: "local" learns and acts, "actor" only acts)."""
     from rlgraph.agents import Agent
     return Agent.from_spec(config, state_space=env.state_space, action_space=env.action_space, backend=backend,
@@ -181,6 +181,24 @@ def engine_name(engine=None, executor=None):
     if name not in ENGINES:
         raise RLGraphSpecError(f"engine: expected one of {ENGINES}, got {name!r}.")
     return name
+
+
+def _with_env_creator(config, env_creator, env_id):
+    """The config with ``env_creator`` as its ``environment_spec.env_spec``.
+
+    Raises:
+        RLGraphSpecError: ``env_creator`` is not a creator, or comes with an ``env_id``.
+    """
+    from rlgraph.environments.creator_env import is_env_creator
+    if not is_env_creator(env_creator):
+        raise RLGraphSpecError(f"env_creator: expected a callable without arguments returning a gymnasium.Env, got "
+                               f"{type(env_creator).__name__} {env_creator!r:.80}.")
+    if env_id:
+        raise RLGraphSpecError(f"env_creator and env_id {env_id!r} both name the run's environment: give one.")
+    environment_spec = dict(config["environment_spec"], env_spec=env_creator)
+    environment_spec.pop("type", None)  # A typed environment's keywords (e.g. an Atari game) do not apply.
+    environment_spec.pop("game", None)
+    return dict(config, environment_spec=environment_spec)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,7 +235,7 @@ class RunConfig:
 
     @classmethod
     def load(cls, config, engine=None, env_id=None, backend=None, seed=0, steps=None, seconds=None, overrides=None,
-             name="config", **execution):
+             name="config", env_creator=None, **execution):
         """Reads and checks a run's config.
 
         Args:
@@ -227,6 +245,8 @@ class RunConfig:
             steps, seconds: The budget (both None: the config's ``train_spec``, else ``DEFAULT_STEPS``).
             overrides: ``KEY.PATH=VALUE`` strings applied to the config (``load_config``).
             name: The config's name in error messages.
+            env_creator: A callable returning a ``gymnasium.Env``: it becomes the config's
+                ``environment_spec.env_spec`` (not with ``env_id``).
             **execution: ``execution_spec`` values overriding the config's (None leaves the config's), e.g.
                 ``num_actors``, ``ray_address``, ``transport``, ``num_learners``, ``learner_rank``.
 
@@ -241,6 +261,8 @@ class RunConfig:
         path = config if not isinstance(config, dict) else None
         check_env_id(env_id, "env_id (--env)")
         config, train_spec = load_config(config, name, overrides)
+        if env_creator is not None:
+            config = _with_env_creator(config, env_creator, env_id)
         check_args(None, RUN_ARG_RULES, dict(steps=steps, seconds=seconds, seed=seed))
         spec = ExecutionSpec.from_config(config, **execution)
         if engine != "distributed" and spec.num_learners != 1:

@@ -78,7 +78,8 @@ class _Progress:
 
 
 def train(config, engine=None, env_id=None, backend=None, steps=None, seconds=None, logdir=None, seed=0,
-          resume=False, overwrite=False, overrides=None, loggers=None, progress=None, config_name=None, **execution):
+          resume=False, overwrite=False, overrides=None, loggers=None, progress=None, config_name=None,
+          env_creator=None, **execution):
     """Trains an agent from a config on an engine; returns the run's summary (also in ``logdir/summary.json``).
 
     The effective config (``overrides`` applied, ``env_id`` in its ``environment_spec``, the run's backend) is
@@ -101,6 +102,9 @@ def train(config, engine=None, env_id=None, backend=None, steps=None, seconds=No
             objects (default TensorBoard only); checked before anything is built.
         progress: Show a progress bar (default: when stderr is a terminal).
         config_name: A name for the default logdir (default: the config file's name or its type).
+        env_creator: A callable without arguments returning a ``gymnasium.Env``, used instead of the config's
+            environment (the local and Ray engines carry it to their actors; central inference and distributed
+            learners start fresh interpreters and refuse it, saying so). Not with ``env_id``.
         **execution: ``execution_spec`` values overriding the config's (None leaves the config's):
             ``num_actors``, ``ray_address`` (Ray), ``transport`` (central inference: "shm" or "grpc"),
             ``num_learners``, ``learner_rank`` (distributed; a learner of rank > 0, on another machine, follows
@@ -109,7 +113,7 @@ def train(config, engine=None, env_id=None, backend=None, steps=None, seconds=No
     from rlgraph.training.loggers import check_loggers
 
     run = RunConfig.load(config, engine, env_id=env_id, backend=backend, seed=seed, steps=steps, seconds=seconds,
-                         overrides=overrides, **execution)
+                         overrides=overrides, env_creator=env_creator, **execution)
     if resume and not logdir:
         raise RLGraphSpecError("resume needs a logdir (--logdir).")
     loggers = check_loggers(loggers)

@@ -35,7 +35,7 @@ class PipelinedWorker(VectorWorker):
     GIL).
 
     Args:
-        agent: The learner agent (``role="local"``: the learner, greedy evaluation, checkpoints).
+        agent: The learner agent (``role="both"``: the learner, greedy evaluation, checkpoints).
         actor_agent: An actor-only agent of the same config (``role="actor"``), with its own weights.
         env: A ``rlgraph.environments.VectorEnv``.
         checkpoint_replay: See ``VectorWorker``.

@@ -79,7 +79,7 @@ class VectorWorker(Engine):
     def _acting_loop(self):
         if self.loop is None:
             raise RLGraphError(f"{type(self).__name__}: {self.agent.name} was built with role='{self.agent.role}'; "
-                               f"running it needs role='local' (an actor and a learner).")
+                               f"running it needs role='both' (an actor and a learner).")
         return self.loop
 
     def run(self, num_env_steps):
