@@ -12,7 +12,8 @@ else limits them), evaluations and stop-at-target off. Engines:
 
 Per point: env steps/s (``summary.json``, start-up excluded), its ratio to perfect scaling from the smallest
 actor count, updates/s, env steps per update, the policy lag (mean of the run's ``update/policy_lag_mean``
-TensorBoard scalars), the learner process's RSS (sampled from /proc: at 40% of the run and its peak), the
+TensorBoard scalars), the learner's queue depth (APPO: the unroll batches each update learned from, mean of
+``update/queue_depth``), the learner process's RSS (sampled from /proc: at 40% of the run and its peak), the
 learner process's CPU use (% of one core; and per env step, in microseconds: its updates, its loop over the
 actors' results, deserializing) and the whole machine's (% of all cores) over the run, the Ray
 object store's peak (plasma usage polled from the raylets) and, for central inference, the mean inference
@@ -146,13 +147,14 @@ def run_point(agent, engine, actors, args, execution, address=None):
         summary = json.load(f)
     rate = summary["env_steps_per_second"]
     train_s = summary["env_steps"] / rate if rate else float("nan")
-    lags = _scalars(logdir, {"update/policy_lag_mean"}).get("update/policy_lag_mean", [])
+    scalars = _scalars(logdir, {"update/policy_lag_mean", "update/queue_depth"})
+    lags, depths = scalars.get("update/policy_lag_mean", []), scalars.get("update/queue_depth", [])
     wall = samples[-1][0] if samples else float("nan")
     early = next((s for s in samples if s[0] >= 0.4 * wall), samples[-1] if samples else None)
     cpu = (samples[-1][2] - samples[0][2]) / max(samples[-1][0] - samples[0][0], 1e-9) if len(samples) > 1 else None
     return dict(rate=rate, updates_per_s=summary["updates"] / train_s if train_s else None,
                 steps_per_update=summary["env_steps"] / max(summary["updates"], 1),
-                lag=sum(lags) / len(lags) if lags else None,
+                lag=sum(lags) / len(lags) if lags else None, queue=sum(depths) / len(depths) if depths else None,
                 rss_mid=early[1] if early else None, rss_peak=max(s[1] for s in samples) if samples else None,
                 learner_cpu=100 * cpu if cpu is not None else None,
                 machine_cpu=100 * (busy1[0] - busy0[0]) / max(busy1[1] - busy0[1], 1),
@@ -244,7 +246,7 @@ def _fmt(value, spec, width):
 
 
 HEADER = (f"{'agent':5} {'engine':12} {'actors':>6} {'env steps/s':>11} {'scaling':>7} {'upd/s':>6} "
-          f"{'steps/upd':>9} {'lag':>5} {'RSS MB mid/peak':>15} {'learner%':>8} {'us/step':>7} {'box%':>5} "
+          f"{'steps/upd':>9} {'lag':>5} {'queue':>5} {'RSS MB mid/peak':>15} {'learner%':>8} {'us/step':>7} {'box%':>5} "
           f"{'plasma MiB':>10} "
           f"{'batch':>6} {'lat ms':>6}")
 
@@ -258,7 +260,7 @@ def row(agent, label, actors, r, base):
     per_step = 1e4 * r["learner_cpu"] / r["rate"] if r["learner_cpu"] is not None and r["rate"] else None
     out = (f"{agent:5} {label:12} {actors:>6} {r['rate']:>11,.0f} {_fmt(scaling, '.0%', 7)} "
            f"{_fmt(r['updates_per_s'], '.1f', 6)} {_fmt(r['steps_per_update'], '.0f', 9)} {_fmt(r['lag'], '.1f', 5)} "
-           f"{rss:>15} {_fmt(r['learner_cpu'], '.0f', 8)} {_fmt(per_step, '.0f', 7)} "
+           f"{_fmt(r.get('queue'), '.1f', 5)} {rss:>15} {_fmt(r['learner_cpu'], '.0f', 8)} {_fmt(per_step, '.0f', 7)} "
            f"{_fmt(r['machine_cpu'], '.0f', 5)} "
            f"{_fmt(r['plasma_peak'], 'd', 10)} {_fmt(r['batch'], '.1f', 6)} {_fmt(r['latency'], '.2f', 6)}")
     if r.get("lost") or r.get("restarts"):

@@ -91,7 +91,8 @@ def test_cartpole_configs_build_act_and_update(backend, name):
     assert len(out["results"]) == 2
     result = out["results"][-1]
     assert set(result) >= {"loss", "grad_norm", "entropy", "mean_value", "policy_lag_mean", "policy_lag_max",
-                           "dropped_samples", "num_updates"}
+                           "dropped_samples", "num_updates", "queue_depth"}
+    assert result["queue_depth"] == 1  # locally, the builder's one unroll batch per update
     assert all(np.isfinite(result[k]) for k in ("loss", "grad_norm", "entropy", "mean_value"))
     assert result["num_updates"] == (config(name).get("num_epochs", 1) * config(name).get("num_minibatches", 1))
 
@@ -260,7 +261,8 @@ def test_sample_minibatches_take_the_ratio_against_the_policy_before_the_update(
         seen.append({k: np.array(v) for k, v in targets.items()})
         return execute_steps(method, rows, samples, targets, *args)
     agent.executor.execute_steps = spy
-    assert agent.update(batch)["num_updates"] == 3 * 2
+    result = agent.update(batch)
+    assert (result["num_updates"], result["queue_depth"]) == (3 * 2, 1)
     assert len(seen) == 3
     for targets in seen:
         np.testing.assert_array_equal(targets["log_probs"], np.reshape(before["log_probs"], (1, -1)))

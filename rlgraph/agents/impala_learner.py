@@ -119,9 +119,13 @@ class IMPALALearner(Learner):
         Returns:
             dict with the means over the optimizer steps taken of "loss", "grad_norm", "entropy" and
             "mean_value", and "policy_lag_mean", "policy_lag_max" (learner versions between acting and
-            learning, over the samples used), "dropped_samples" and "num_updates".
+            learning, over the samples used), "dropped_samples", "num_updates" and "queue_depth" (the unroll
+            batches this update learned from: queued since the last one, or 1 for a ``batch`` given).
         """
-        return self._learn(self.pop_batch() if batch is None else batch)
+        depth = len(self.queue) if batch is None else 1
+        out = self._learn(self.pop_batch() if batch is None else batch)
+        out["queue_depth"] = depth
+        return out
 
     def _learn(self, batch):
         unroll, bootstrap = batch["unroll"], batch["bootstrap"]

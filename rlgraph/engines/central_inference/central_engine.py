@@ -39,7 +39,7 @@ class CentralInferenceEngine(RemoteActorEngine):
 
     Args:
         config, env_kwargs, learner_agent, spec, seed, checkpoint_replay: See ``RemoteActorEngine`` (the learner
-            acts for the server, so it must hold both roles: ``role="local"``).
+            acts for the server, so it must hold both roles: ``role="both"``).
         observation: One observation of a one-environment ``VectorEnv`` of the run (``reset()``), which tells
             the transport the observations' layout (None: a probe environment is made here for it).
     """
@@ -57,7 +57,7 @@ class CentralInferenceEngine(RemoteActorEngine):
                                    f"({type(learner_agent).__name__}) is not supported; central inference runs "
                                    f"replay agents (dqn, apex, r2d2) and unroll agents (impala, appo).")
         if learner_agent.actor is None:
-            raise RLGraphSpecError("--engine central: the learner agent must hold both roles (role='local'); its "
+            raise RLGraphSpecError("--engine central: the learner agent must hold both roles (role='both'); its "
                                    "actor role serves the inference.")
         super().__init__(config, env_kwargs, learner_agent, spec, seed, checkpoint_replay)
         check_json_environment(self.env_kwargs, "--engine central", "central inference's actor processes")

@@ -37,7 +37,7 @@ class InferenceServer:
     their replay ratio.
 
     Args:
-        agent: The learner agent (``role="local"``: ``agent.actor`` and ``agent.learner``).
+        agent: The learner agent (``role="both"``: ``agent.actor`` and ``agent.learner``).
         transport: The server's end of a transport (``poll``, ``reply``, ``ready``).
         env_counts: Environments of each actor (one entry per actor).
         obs_spec: The optree spec of one observation (its leaves come in requests).
