@@ -10,7 +10,10 @@ from rlgraph.backends import get_backend
 from rlgraph.backends.ops import BackendOps, area_weights, same_padding
 from rlgraph.utils.backend import backend_available
 
-#: The JAX cases run in their own parametrization (the ``backend`` fixture runs the graph backends TF and PyTorch):
+#: Component/foundation tests: their ``backend`` parametrization includes JAX (rlgraph.tests.pytest_plugin).
+pytestmark = pytest.mark.all_backends
+
+#: The JAX-only tests below (the ``backend``-parametrized ones run on JAX where the plugin selects it):
 requires_jax = pytest.mark.skipif(not backend_available("jax"),
                                   reason="JAX is not installed: pip install 'rlgraph[jax]'")
 
@@ -221,16 +224,19 @@ def test_failing_check_and_host_call_raise_runtime_errors(backend):
     def fail(a):
         raise RLGraphError("the host side failed")
 
-    expected = RLGraphRuntimeError
+    expected, shape = RLGraphRuntimeError, (None, 4)
     if backend == "tf":
         import tensorflow as tf
         expected = (RLGraphRuntimeError, tf.errors.InvalidArgumentError)
+    elif backend == "jax":  # A callback's error inside a program (the JAX executor turns it into RLGraphRuntimeError).
+        import jax
+        expected, shape = (RLGraphRuntimeError, jax.errors.JaxRuntimeError), X.shape  # jit: static output sizes.
     with pytest.raises(expected, match="x must be positive"):
         _run(backend, lambda o, x: o.check(o.all(x > 0.0), "x must be positive", x), (X,), traced=True)
     with pytest.raises(RLGraphRuntimeError, match="x is empty"):
         _run(backend, lambda o, x: (o.check(False, "x is empty"), x)[1], (X,), traced=False)
     with pytest.raises(expected, match="the host side failed"):
-        _run(backend, lambda o, x: o.host_call(fail, [x], [(np.float32, (None, 4))])[0], (X,), traced=True)
+        _run(backend, lambda o, x: o.host_call(fail, [x], [(np.float32, shape)])[0], (X,), traced=True)
 
 
 def _case(name):
@@ -265,9 +271,15 @@ def _run_jitted(b, fn, inputs):
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_op_matches_numpy(backend, name):
-    """Eager, and on TensorFlow also traced with an unknown batch axis, as graph functions run."""
-    for traced in ([False, True] if backend == "tf" else [False]):
-        _check(backend, name, traced)
+    """Eager, and on TensorFlow also traced with an unknown batch axis, as graph functions run; on JAX also
+    compiled once by ``jax.jit`` (variables and random keys threaded through the program), where it compiles."""
+    for traced in ([False, True] if backend in ("tf", "jax") else [False]):
+        if backend == "jax" and traced and name in JAX_JIT_REFUSED:
+            from rlgraph.utils.errors import RLGraphBackendError
+            with pytest.raises(RLGraphBackendError, match=JAX_JIT_REFUSED[name]):
+                _check(backend, name, traced)
+        else:
+            _check(backend, name, traced)
 
 
 def _check(backend, name, traced):
@@ -285,19 +297,6 @@ def _check(backend, name, traced):
     assert out.shape == np.shape(expected), name
     assert out.dtype == np.asarray(expected).dtype or np.issubdtype(out.dtype, np.floating), (out.dtype, name)
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6, err_msg=name)
-
-
-@requires_jax
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_op_matches_numpy_on_jax(name):
-    """JAX: eager, and compiled once by ``jax.jit`` (variables and random keys threaded through the program)."""
-    _check("jax", name, traced=False)
-    if name in JAX_JIT_REFUSED:
-        from rlgraph.utils.errors import RLGraphBackendError
-        with pytest.raises(RLGraphBackendError, match=JAX_JIT_REFUSED[name]):
-            _check("jax", name, traced=True)
-    else:
-        _check("jax", name, traced=True)
 
 
 @requires_jax

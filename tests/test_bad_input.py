@@ -294,6 +294,56 @@ def test_other_projects_backend_fixture_is_left_alone(tmp_path):
     assert "rlgraph backend" not in help_text
 
 
+def test_pytest_plugin_adds_jax_to_marked_tests_only(tmp_path, monkeypatch):
+    """JAX joins the default backends of tests marked ``all_backends`` (where installed); ``--backend`` and
+    ``$RLGRAPH_TEST_BACKENDS`` choose for every test; ``$RLGRAPH_JAX_TESTS`` widens or narrows the default."""
+    from rlgraph.tests.pytest_plugin import selected_backends
+    from rlgraph.utils.backend import backend_available
+    if not backend_available("jax"):
+        pytest.skip("JAX is not installed")
+    # In a project loading the plugin (the marker registered, module-level opt-in).
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["rlgraph.tests.pytest_plugin"]\n')
+    (tmp_path / "test_marked.py").write_text("import pytest\npytestmark = pytest.mark.all_backends\n"
+                                             "def test_m(backend):\n    pass\n")
+    (tmp_path / "test_plain.py").write_text("def test_p(backend):\n    pass\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("RLGRAPH_TEST_BACKENDS", "RLGRAPH_JAX_TESTS")}
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "--strict-markers", "-p",
+                          "no:cacheprovider", "-p", "no:xdist", "--rootdir", str(tmp_path), "-c", os.devnull,
+                          str(tmp_path)], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert sorted(line.split("::")[1] for line in out.stdout.splitlines() if "::" in line) == \
+        ["test_m[jax]", "test_m[pytorch]", "test_m[tf]", "test_p[pytorch]", "test_p[tf]"], out.stdout + out.stderr
+
+    class Config:
+        def __init__(self, backends=None):
+            self.backends = backends
+
+        def getoption(self, name, default=None):
+            return self.backends
+
+    class Definition:
+        def __init__(self, marked):
+            self.marked = marked
+
+        def get_closest_marker(self, name):
+            return object() if self.marked and name == "all_backends" else None
+
+    marked, plain = Definition(True), Definition(False)
+    for var in ("RLGRAPH_TEST_BACKENDS", "RLGRAPH_JAX_TESTS"):
+        monkeypatch.delenv(var, raising=False)
+    assert selected_backends(Config(["jax"]), plain) == ["jax"]
+    assert selected_backends(Config(["torch", "tensorflow"]), marked) == ["pytorch", "tf"]
+    monkeypatch.setenv("RLGRAPH_TEST_BACKENDS", "tf")
+    assert selected_backends(Config(), marked) == ["tf"]
+    monkeypatch.delenv("RLGRAPH_TEST_BACKENDS")
+    monkeypatch.setenv("RLGRAPH_JAX_TESTS", "none")
+    assert selected_backends(Config(), marked) == ["tf", "pytorch"]
+    monkeypatch.setenv("RLGRAPH_JAX_TESTS", "all")
+    assert selected_backends(Config(), plain) == ["tf", "pytorch", "jax"]
+    monkeypatch.setenv("RLGRAPH_JAX_TESTS", "some")
+    with pytest.raises(RLGraphSpecError, match=r"^\$RLGRAPH_JAX_TESTS is 'some'; use one of marked, all, none\.$"):
+        selected_backends(Config(), marked)
+
+
 # --- 5. continuous actions outside the action space (IMPALA on Pendulum) ----------------------------------------
 def test_vector_env_clips_continuous_actions_to_the_box():
     with VectorEnv("Pendulum-v1", num_envs=2, seed=3) as a, VectorEnv("Pendulum-v1", num_envs=2, seed=3) as b:

@@ -263,6 +263,7 @@ class _NothingToReturn(Component):
         return x * 2
 
 
+@pytest.mark.all_backends  # A component-level test: on JAX too (rlgraph.tests.pytest_plugin).
 def test_an_api_method_that_forgets_return_is_refused_at_build(backend):
     with pytest.raises(RLGraphAPIError, match=r"^API method 'double' of '_-no-return' returns None, but the values "
                                               r"of its call of graph function '_graph_fn_double' are used by nothing: "

@@ -9,6 +9,9 @@ from rlgraph.tests import ComponentTest
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.errors import RLGraphBuildError, RLGraphInputIncompleteError, RLGraphSpaceError
 
+#: Component/foundation tests: their ``backend`` parametrization includes JAX (rlgraph.tests.pytest_plugin).
+pytestmark = pytest.mark.all_backends
+
 
 class Root(Component):
     def __init__(self, *subs):
@@ -123,11 +126,19 @@ class Shapes(Component):
     def _graph_fn_fold(self, x):
         return x.reshape(-1, 3)
 
+    @graph_fn(backend="jax")
+    def _graph_fn_fold(self, x):
+        return x.reshape(-1, 3)
+
     @graph_fn(backend="tf")
     def _graph_fn_reduce(self, x):
         return tf.reduce_sum(x)
 
     @graph_fn(backend="pytorch")
+    def _graph_fn_reduce(self, x):
+        return x.sum()
+
+    @graph_fn(backend="jax")
     def _graph_fn_reduce(self, x):
         return x.sum()
 

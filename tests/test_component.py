@@ -9,6 +9,9 @@ from rlgraph.tests import ComponentTest, run_on_backends
 from rlgraph.utils.backend import tf, torch
 from rlgraph.utils.errors import RLGraphError, RLGraphSpaceError
 
+#: Component/foundation tests: their ``backend`` parametrization includes JAX (rlgraph.tests.pytest_plugin).
+pytestmark = pytest.mark.all_backends
+
 
 class Scale(Component):
     """A user's component: multiplies its input by a trainable scalar (see docs/writing_components.md)."""
@@ -35,6 +38,10 @@ class Scale(Component):
         return x * self.factor
 
     @graph_fn(backend="pytorch")
+    def _graph_fn_apply(self, x):
+        return x * self.factor
+
+    @graph_fn(backend="jax")
     def _graph_fn_apply(self, x):
         return x * self.factor
 
@@ -111,6 +118,9 @@ def test_backend_variables_are_native(backend):
     kernel = test.variables()["dense/kernel"]
     if backend == "tf":
         assert isinstance(kernel, tf.Variable) and kernel.trainable
+    elif backend == "jax":
+        from rlgraph.backends.jax_backend import JaxVariable
+        assert isinstance(kernel, JaxVariable) and kernel.trainable
     else:
         assert isinstance(kernel, torch.nn.Parameter) and kernel.requires_grad
 
@@ -140,6 +150,10 @@ class Shift(Component):
     @graph_fn(backend="pytorch")
     def _graph_fn_apply(self, x):
         return x + 2.0
+
+    @graph_fn(backend="jax")
+    def _graph_fn_apply(self, x):
+        return x + 3.0
 
 
 class ShiftTfOverridden(Shift):
@@ -173,15 +187,15 @@ class ShiftTfOverBackendFree(ShiftBackendFree):
 
 
 @pytest.mark.parametrize("cls, expected", [
-    (Shift, {"tf": lambda x: x + 1, "pytorch": lambda x: x + 2}),
-    # Only tf overridden: PyTorch keeps the parent's implementation (and vice versa).
-    (ShiftTfOverridden, {"tf": lambda x: x * 10, "pytorch": lambda x: x + 2}),
-    (ShiftTorchOverridden, {"tf": lambda x: x + 1, "pytorch": lambda x: x * 20}),
-    # A backend-free override replaces both.
-    (ShiftBackendFree, {"tf": lambda x: x * 30, "pytorch": lambda x: x * 30}),
+    (Shift, {"tf": lambda x: x + 1, "pytorch": lambda x: x + 2, "jax": lambda x: x + 3}),
+    # Only tf overridden: PyTorch and JAX keep the parent's implementations (and vice versa).
+    (ShiftTfOverridden, {"tf": lambda x: x * 10, "pytorch": lambda x: x + 2, "jax": lambda x: x + 3}),
+    (ShiftTorchOverridden, {"tf": lambda x: x + 1, "pytorch": lambda x: x * 20, "jax": lambda x: x + 3}),
+    # A backend-free override replaces all.
+    (ShiftBackendFree, {"tf": lambda x: x * 30, "pytorch": lambda x: x * 30, "jax": lambda x: x * 30}),
     # Along a longer chain, each backend comes from the nearest class defining it (or a backend-free one).
-    (ShiftBothOverriddenInTwoSteps, {"tf": lambda x: x * 10, "pytorch": lambda x: x * 40}),
-    (ShiftTfOverBackendFree, {"tf": lambda x: x * 50, "pytorch": lambda x: x * 30}),
+    (ShiftBothOverriddenInTwoSteps, {"tf": lambda x: x * 10, "pytorch": lambda x: x * 40, "jax": lambda x: x + 3}),
+    (ShiftTfOverBackendFree, {"tf": lambda x: x * 50, "pytorch": lambda x: x * 30, "jax": lambda x: x * 30}),
 ], ids=lambda v: v.__name__ if isinstance(v, type) else None)
 def test_graph_fn_overridden_for_one_backend_keeps_the_inherited_other(backend, cls, expected):
     test = ComponentTest(cls(scope="shift"), dict(x=FloatBox(shape=(2,), add_batch_rank=True)), backend=backend)
@@ -190,7 +204,7 @@ def test_graph_fn_overridden_for_one_backend_keeps_the_inherited_other(backend, 
 
 
 def test_graph_fn_inheritance_leaves_the_parents_untouched():
-    assert set(Shift._graph_fn_apply.impls) == {"tf", "pytorch"}
+    assert set(Shift._graph_fn_apply.impls) == {"tf", "pytorch", "jax"}
     assert Shift._graph_fn_apply.impls["tf"].__qualname__ == "Shift._graph_fn_apply"
     child = ShiftTfOverridden._graph_fn_apply
     assert child is not Shift._graph_fn_apply
@@ -205,7 +219,7 @@ def test_graph_fn_inheritance_across_different_options_fails_at_class_creation()
     from rlgraph.utils.errors import RLGraphAPIError
 
     with pytest.raises(RLGraphAPIError, match=r"Class '.*SplitShift'.*graph function '_graph_fn_apply'.*"
-                                              r"missing backend\(s\) \(pytorch\)"):
+                                              r"missing backend\(s\) \(jax, pytorch\)"):
         class SplitShift(Shift):
             @graph_fn(backend="tf", split_ops=True)
             def _graph_fn_apply(self, x):

@@ -7,6 +7,9 @@ from rlgraph.spaces import BoolBox, FloatBox, IntBox, Tuple
 from rlgraph.tests import ComponentTest, run_on_backends
 from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError
 
+#: Component/foundation tests: their ``backend`` parametrization includes JAX (rlgraph.tests.pytest_plugin).
+pytestmark = pytest.mark.all_backends
+
 
 # --- independent numpy references -------------------------------------------------------------------------
 def np_log_softmax(logits):

@@ -9,6 +9,9 @@ from rlgraph.spaces import Dict, FloatBox, IntBox
 from rlgraph.tests import ComponentTest, run_on_backends
 from rlgraph.utils.errors import RLGraphAPIError, RLGraphError, RLGraphRuntimeError, RLGraphSpaceError
 
+#: Component/foundation tests: their ``backend`` parametrization includes JAX (rlgraph.tests.pytest_plugin).
+pytestmark = pytest.mark.all_backends
+
 STATES = FloatBox(shape=(4,), add_batch_rank=True)
 LAYERS = [{"type": "dense", "units": 8, "activation": "tanh"}, {"type": "dense", "units": 3}]
 
@@ -421,3 +424,28 @@ def test_results_never_share_memory_with_the_callers_arrays(backend, rows):
         np.testing.assert_array_equal(out["tail"], expected[:, 1:])
         np.testing.assert_array_equal(out["pair"][0], expected)
         np.testing.assert_array_equal(out["pair"][1], expected[:1])
+
+
+class Unsorted(Component):
+    """Test-only: returns dicts whose keys are not in sorted order (``jax.jit`` itself sorts them)."""
+
+    def __init__(self):
+        super().__init__(scope="unsorted")
+
+    @rlgraph_api
+    def records(self, x):
+        return self._graph_fn_records(x)
+
+    @graph_fn
+    def _graph_fn_records(self, x):
+        return dict(states=x, actions=x * 2.0, inner=dict(z=x, a=x + 1.0)), (dict(b=x, a=x),)
+
+
+def test_outputs_keep_the_key_order_of_their_dicts(backend):
+    test = ComponentTest(Unsorted(), dict(x=FloatBox(shape=(2,), add_batch_rank=True)), backend=backend)
+    x = np.array([[1.0, 2.0]], np.float32)
+    for _ in range(2):  # The first call (tracing) and a later one.
+        records, (pair,) = test.executor.execute("records", x)
+        assert list(records) == ["states", "actions", "inner"] and list(records["inner"]) == ["z", "a"]
+        assert list(pair) == ["b", "a"]
+        np.testing.assert_array_equal(records["inner"]["a"], x + 1.0)

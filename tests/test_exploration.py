@@ -7,6 +7,9 @@ from rlgraph.spaces import Dict, FloatBox, IntBox
 from rlgraph.tests import ComponentTest, run_on_backends
 from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError
 
+#: Component/foundation tests: their ``backend`` parametrization includes JAX (rlgraph.tests.pytest_plugin).
+pytestmark = pytest.mark.all_backends
+
 N = 5
 ACTIONS = IntBox(N, add_batch_rank=True)
 SPACES = dict(actions=ACTIONS, time_percentage=float, epsilon=FloatBox(add_batch_rank=True))

@@ -85,6 +85,7 @@ class ScalingInserter(Component):
         return dict(states=records["states"] * 10.0, actions=records["actions"])
 
 
+@pytest.mark.all_backends  # A component-level test: on JAX too (rlgraph.tests.pytest_plugin).
 def test_memory_inserts_run_on_the_host_and_store_what_the_backend_would(backend, host_calls):
     test = ComponentTest(PrioritizedReplay(16, seed=1), input_spaces=SPACES, backend=backend)
     test.test(("insert_records", records(0, 5)))
@@ -106,6 +107,7 @@ def sample_after_inserts(backend):
     return test, [test.executor.execute("get_records", n) for n in (8, 3)]
 
 
+@pytest.mark.all_backends  # A component-level test: on JAX too (rlgraph.tests.pytest_plugin).
 def test_memory_samples_run_on_the_host_and_return_what_the_backend_path_returns(backend, host_calls):
     test, host = sample_after_inserts(backend)
     assert host_calls["_graph_fn_get_records"] == 2
@@ -116,6 +118,7 @@ def test_memory_samples_run_on_the_host_and_return_what_the_backend_path_returns
     np.testing.assert_array_equal(records_["actions"], indices)
 
 
+@pytest.mark.all_backends  # A component-level test: on JAX too (rlgraph.tests.pytest_plugin).
 def test_memory_sample_parity_of_the_host_and_backend_paths(backend, monkeypatch):
     _, host = sample_after_inserts(backend)
     monkeypatch.setattr(GraphExecutor, "_host_call", lambda self, *args: None)
@@ -126,6 +129,7 @@ def test_memory_sample_parity_of_the_host_and_backend_paths(backend, monkeypatch
     assert_same_structure_and_values(host, reference)
 
 
+@pytest.mark.all_backends  # A component-level test: on JAX too (rlgraph.tests.pytest_plugin).
 def test_a_root_method_doing_more_than_the_insert_keeps_the_backend_path(backend, host_calls):
     test = ComponentTest(ScalingInserter(), input_spaces=dict(records=RECORDS, num_records=int), backend=backend)
     test.test(("insert_records", records(0, 4)))
@@ -134,6 +138,7 @@ def test_a_root_method_doing_more_than_the_insert_keeps_the_backend_path(backend
     np.testing.assert_array_equal(sampled["states"][:, 0], 10.0 * indices)
 
 
+@pytest.mark.all_backends  # A component-level test: on JAX too (rlgraph.tests.pytest_plugin).
 def test_host_inserts_keep_the_checks_and_errors_of_the_backend_path(backend):
     test = ComponentTest(PrioritizedReplay(16, seed=1), input_spaces=SPACES, backend=backend)
     bad = records(0, 2)
@@ -231,6 +236,7 @@ class HostEcho(Component):
         return x, x[:1]
 
 
+@pytest.mark.all_backends  # A component-level test: on JAX too (rlgraph.tests.pytest_plugin).
 def test_host_call_results_never_share_memory_with_the_callers_arrays(backend, monkeypatch):
     calls = []
     gf = HostEcho.__dict__["_graph_fn_echo"]

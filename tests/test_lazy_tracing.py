@@ -14,6 +14,9 @@ from rlgraph.executors.graph_summary import write_graph_summaries
 from rlgraph.spaces import BoolBox, FloatBox, Tuple
 from rlgraph.tests import ComponentTest
 
+#: Component/foundation tests: their ``backend`` parametrization includes JAX (rlgraph.tests.pytest_plugin).
+pytestmark = pytest.mark.all_backends
+
 CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
 STATES = FloatBox(shape=(3,), add_batch_rank=True)
 

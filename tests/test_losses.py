@@ -12,9 +12,12 @@ from rlgraph.components.loss_functions import (APPOLossFunction, DQNLossFunction
                                                R2D2LossFunction)
 from rlgraph.spaces import BoolBox, FloatBox, IntBox
 from rlgraph.tests import ComponentTest, run_on_backends
-from rlgraph.utils.backend import tf, torch
+from rlgraph.utils.backend import jax, tf, torch
 from rlgraph.utils.errors import RLGraphAPIError, RLGraphBuildError, RLGraphRuntimeError, RLGraphSpaceError, \
     RLGraphSpecError
+
+#: Component/foundation tests: their ``backend`` parametrization includes JAX (rlgraph.tests.pytest_plugin).
+pytestmark = pytest.mark.all_backends
 
 A = 3
 BATCH = FloatBox(add_batch_rank=True)
@@ -30,6 +33,13 @@ def eager_gradient(backend, component, api, args, wrt):
             out = out[0] if isinstance(out, tuple) else out
         grad = tape.gradient(out, tensors[wrt])
         return np.zeros(args[wrt].shape) if grad is None else grad.numpy()
+    if backend == "jax":  # The API method as a function of args[wrt], differentiated by jax.grad.
+        def first_output(x):
+            tensors = [None if a is None else jax.numpy.asarray(a) for a in args]
+            tensors[wrt] = x
+            out = getattr(component, api)(*tensors)
+            return out[0] if isinstance(out, tuple) else out
+        return np.asarray(jax.grad(first_output)(jax.numpy.asarray(args[wrt])))
     tensors = [None if a is None else torch.from_numpy(np.array(a)) for a in args]
     tensors[wrt].requires_grad_(True)
     out = getattr(component, api)(*tensors)
@@ -227,6 +237,15 @@ class ValueShiftGradient(Component):
     @graph_fn(backend="pytorch")
     def _graph_fn_gradient(self, loss):
         return torch.autograd.grad(loss, self.w)[0]
+
+    @graph_fn(backend="jax")
+    def _graph_fn_gradient(self, loss):
+        # JAX differentiates functions: the executor runs this method as jax_backend.differentiating, whose tape
+        # gives d loss / d w from a loss pass up to this call (as for an optimizer).
+        if self.in_build_run:
+            return jax.numpy.zeros((), self.w.dtype)
+        from rlgraph.backends.jax_backend import current_tape
+        return current_tape().gradients(dict(w=self.w), loss, self.global_scope)["w"]
 
 
 def test_impala_loss_gradient_in_graph(backend):

@@ -13,6 +13,9 @@ from rlgraph.spaces import BoolBox, Dict, FloatBox, IntBox
 from rlgraph.tests import ComponentTest, run_on_backends
 from rlgraph.utils.errors import RLGraphRuntimeError, RLGraphSpaceError, RLGraphSpecError
 
+#: Component/foundation tests: their ``backend`` parametrization includes JAX (rlgraph.tests.pytest_plugin).
+pytestmark = pytest.mark.all_backends
+
 RECORDS = Dict(states=FloatBox(shape=(2,)), actions=IntBox(10 ** 6), add_batch_rank=True)
 INDICES = IntBox(shape=(), dtype="int64", add_batch_rank=True)
 PRIORITIES = FloatBox(add_batch_rank=True)

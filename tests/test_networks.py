@@ -9,6 +9,9 @@ from rlgraph.spaces import BoolBox, Dict, FloatBox, IntBox, Tuple
 from rlgraph.tests import ComponentTest, run_on_backends
 from rlgraph.utils.errors import RLGraphAPIError, RLGraphSpaceError, RLGraphSpecError
 
+#: Component/foundation tests: their ``backend`` parametrization includes JAX (rlgraph.tests.pytest_plugin).
+pytestmark = pytest.mark.all_backends
+
 RNG = np.random.default_rng(7)
 
 

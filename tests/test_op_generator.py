@@ -8,11 +8,15 @@ had their own generator (the default generator's) goes on as it would have.
 import threading
 
 import numpy as np
+import pytest
 
 from rlgraph.components.distributions import Categorical
 from rlgraph.components.memories import ReplayMemory
 from rlgraph.spaces import BoolBox, Dict, FloatBox, IntBox
 from rlgraph.tests import ComponentTest
+
+#: Component/foundation tests: their ``backend`` parametrization includes JAX (rlgraph.tests.pytest_plugin).
+pytestmark = pytest.mark.all_backends
 
 LOGITS = np.zeros((64, 10), np.float32)  # Uniform over 10 categories: 64 draws per call.
 PARAMETERS = FloatBox(shape=(10,), add_batch_rank=True)
@@ -130,3 +134,18 @@ def test_tf_executors_keep_their_own_generators():
     after = b.executor.get_rng_state()
     np.testing.assert_array_equal(before["state"], after["state"])
     np.testing.assert_array_equal(np.stack(draw(b, 2)), np.stack(draw(sampler("tf"), 2)))
+
+
+def test_jax_draws_do_not_depend_on_the_users_random_bits_setting():
+    """The JAX executor's programs draw with the non-partitionable threefry whatever the process's
+    ``jax_threefry_partitionable`` (faster to compile), and leave the user's setting alone."""
+    from rlgraph.utils.backend import backend_available
+    if not backend_available("jax"):
+        pytest.skip("JAX is not installed")
+    import jax
+    draws = []
+    for partitionable in (True, False):
+        with jax.threefry_partitionable(partitionable):
+            draws.append(np.stack(draw(sampler("jax"))))
+            assert jax.config.jax_threefry_partitionable is partitionable
+    np.testing.assert_array_equal(draws[0], draws[1])

@@ -7,8 +7,11 @@ from rlgraph.components import Component, NeuralNetwork
 from rlgraph.components.optimizers import AdamOptimizer, Optimizer, RMSPropOptimizer, SGDOptimizer
 from rlgraph.spaces import FloatBox
 from rlgraph.tests import ComponentTest, run_on_backends
-from rlgraph.utils.backend import tf, torch
+from rlgraph.utils.backend import jax, tf, torch
 from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError
+
+#: Component/foundation tests: their ``backend`` parametrization includes JAX (rlgraph.tests.pytest_plugin).
+pytestmark = pytest.mark.all_backends
 
 KERNEL, BIAS = "regression/neural-network/dense/kernel", "regression/neural-network/dense/bias"
 
@@ -45,6 +48,10 @@ class Regression(Component):
     @graph_fn(backend="pytorch")
     def _graph_fn_loss(self, predictions, y):
         return torch.mean(torch.square(predictions[:, 0] - y))
+
+    @graph_fn(backend="jax")
+    def _graph_fn_loss(self, predictions, y):
+        return jax.numpy.mean(jax.numpy.square(predictions[:, 0] - y))
 
 
 SPACES = dict(x=FloatBox(shape=(3,), add_batch_rank=True), y=FloatBox(add_batch_rank=True), time_percentage=float)
@@ -231,6 +238,10 @@ class PerItemLoss(Regression):
     def _graph_fn_per_item(self, predictions, y):
         return torch.square(predictions[:, 0] - y)
 
+    @graph_fn(backend="jax")
+    def _graph_fn_per_item(self, predictions, y):
+        return jax.numpy.square(predictions[:, 0] - y)
+
 
 def test_non_scalar_loss_is_rejected():
     with pytest.raises(RLGraphSpaceError, match="scalar float loss"):
@@ -260,6 +271,11 @@ class Params(Component):
     @graph_fn(backend="pytorch")
     def _graph_fn_loss(self, scale):
         return scale * torch.sum(self.w32 ** 2) + torch.sum(self.w64 ** 2).float()
+
+    @graph_fn(backend="jax")
+    def _graph_fn_loss(self, scale):
+        jnp = jax.numpy
+        return scale * jnp.sum(jnp.square(self.w32.value)) + jnp.sum(jnp.square(self.w64.value)).astype(jnp.float32)
 
 
 class TwoDtypes(Component):

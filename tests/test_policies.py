@@ -10,6 +10,9 @@ from rlgraph.spaces import BoolBox, Dict, FloatBox, IntBox, Tuple
 from rlgraph.tests import ComponentTest, run_on_backends
 from rlgraph.utils.errors import RLGraphAPIError, RLGraphSpaceError, RLGraphSpecError
 
+#: Component/foundation tests: their ``backend`` parametrization includes JAX (rlgraph.tests.pytest_plugin).
+pytestmark = pytest.mark.all_backends
+
 NET = [{"type": "dense", "units": 8, "activation": "tanh"}]
 STATES = FloatBox(shape=(5,), add_batch_rank=True)
 

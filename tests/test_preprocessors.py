@@ -8,6 +8,9 @@ from rlgraph.spaces import Dict, FloatBox, IntBox
 from rlgraph.tests import ComponentTest, run_on_backends
 from rlgraph.utils.errors import RLGraphRuntimeError, RLGraphSpaceError, RLGraphSpecError
 
+#: Component/foundation tests: their ``backend`` parametrization includes JAX (rlgraph.tests.pytest_plugin).
+pytestmark = pytest.mark.all_backends
+
 RNG = np.random.default_rng(11)
 
 

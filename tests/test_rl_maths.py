@@ -13,6 +13,9 @@ from rlgraph.spaces import BoolBox, FloatBox
 from rlgraph.tests import ComponentTest, run_on_backends
 from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError
 
+#: Component/foundation tests: their ``backend`` parametrization includes JAX (rlgraph.tests.pytest_plugin).
+pytestmark = pytest.mark.all_backends
+
 T, B = 7, 4
 SEQ = FloatBox(add_batch_rank=True, add_time_rank=True, time_major=True)
 FLAGS = BoolBox(add_batch_rank=True, add_time_rank=True, time_major=True)
@@ -355,6 +358,12 @@ def test_reverse_discounted_cumsum_gradients(backend):
             tape.watch(xt)
             loss = tf.reduce_sum(helper.reverse_discounted_cumsum(xt, tf.constant(d)) * weights.astype(np.float32))
         grad = tape.gradient(loss, xt).numpy()
+    elif backend == "jax":
+        from rlgraph.utils.backend import jax
+
+        def loss(xt):
+            return (helper.reverse_discounted_cumsum(xt, jax.numpy.asarray(d)) * weights.astype(np.float32)).sum()
+        grad = np.asarray(jax.grad(loss)(jax.numpy.asarray(x)))
     else:
         xt = torch.from_numpy(x).requires_grad_(True)
         loss = (helper.reverse_discounted_cumsum(xt, torch.from_numpy(d)) * torch.from_numpy(weights).float()).sum()

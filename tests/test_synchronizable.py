@@ -9,6 +9,9 @@ from rlgraph.spaces import FloatBox
 from rlgraph.tests import ComponentTest, run_on_backends
 from rlgraph.utils.errors import RLGraphBuildError, RLGraphRuntimeError, RLGraphSpaceError
 
+#: Component/foundation tests: their ``backend`` parametrization includes JAX (rlgraph.tests.pytest_plugin).
+pytestmark = pytest.mark.all_backends
+
 LAYERS = ({"type": "dense", "units": 7, "activation": "tanh"}, {"type": "dense", "units": 2})
 SOURCE, TARGET = "root/policy", "root/target-sync/target"
 VARIABLES = ("dense/kernel", "dense/bias", "dense-1/kernel", "dense-1/bias")

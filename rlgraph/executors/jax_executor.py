@@ -54,6 +54,10 @@ class JaxExecutor(GraphExecutor):
     ``jax_backend.differentiating(method)``: a loss pass under ``jax.value_and_grad`` up to the optimizer's call,
     then the whole method with those gradients, in the same program (same key; host calls' outputs replayed).
 
+    Outputs are returned as on the other backends: numpy arrays, dicts with their keys in the order the method
+    built them (``jax.jit`` itself returns them sorted). Programs draw random bits with the non-partitionable
+    threefry (``_random_bits``: ~4x faster to compile on a CPU than JAX's default).
+
     Attributes:
         trace_counts: API method -> how often its program was traced (once per input signature).
         eager_methods: The API methods that run eagerly (see above).
@@ -73,7 +77,8 @@ class JaxExecutor(GraphExecutor):
             raise RLGraphBackendError(f"Device strategy {self.device_strategy!r} of '{self.root.global_scope}': "
                                       f"the JAX backend runs one device so far (issue 34).")
         try:
-            super().build()
+            with _random_bits():
+                super().build()
         except RLGraphError as e:
             missing = _missing_jax_body(e)
             if missing is None:
@@ -106,13 +111,16 @@ class JaxExecutor(GraphExecutor):
             except TypeError:  # An unhashable static argument: compiled for this call only.
                 key = None
             given = iter(constants)
+            layout = []
 
             def traced(*values):
                 self.trace_counts[name] += 1
                 values = iter(values)
                 args = [next(given) if c else next(values) for c in constant]
-                return method(*args) if not static else method(**dict(zip(dynamic, args)), **static)
-            program = jax.jit(functional(traced, self._variables))
+                out = method(*args) if not static else method(**dict(zip(dynamic, args)), **static)
+                layout[:] = [_layout(out)]
+                return out
+            program = _Program(jax.jit(functional(traced, self._variables)), layout)
             if key is not None:
                 programs[key] = program
             return program
@@ -158,12 +166,15 @@ class JaxExecutor(GraphExecutor):
             if program is not None:
                 return program
             variables = self._variables
+            layout = []
 
             def step(*values):
                 self.trace_counts[name] += 1
                 given, values = iter(constants), iter(values)
                 args = [next(given) if c else next(values) for c in constant]
-                return method(*args) if not static else method(**dict(zip(dynamic, args)), **static)
+                out = method(*args) if not static else method(**dict(zip(dynamic, args)), **static)
+                layout[:] = [_layout(out)]
+                return out
             pure_step = functional(step, variables)
 
             def pure(key, values, rows, *dyn):
@@ -175,7 +186,7 @@ class JaxExecutor(GraphExecutor):
                     return (key, [v if n is None else n.astype(v.dtype) for v, n in zip(values, new)]), outputs
                 (key, values), outputs = jax.lax.scan(body, (key, list(values)), rows)
                 return outputs, key, values
-            program = programs[constants] = jax.jit(pure)
+            program = programs[constants] = _Program(jax.jit(pure), layout)
             return program
 
         def call(rows, dyn):
@@ -197,16 +208,17 @@ class JaxExecutor(GraphExecutor):
         """Runs a compiled program on the executor's key and variables; stores the new ones once it succeeded."""
         generator, variables = self.op_generator, self._variables
         try:
-            outputs, key, values = program(generator.key, [v.value for v in variables], *dyn)
-            jax.block_until_ready((outputs, key, values))  # A failed check fails here, before any state changes.
+            with _random_bits():
+                outputs, key, values = program.compiled(generator.key, [v.value for v in variables], *dyn)
+                jax.block_until_ready((outputs, key, values))  # A failed check fails here, before any state changes.
         except jax.errors.JaxRuntimeError as e:
             raise RLGraphRuntimeError(_runtime_message(e)) from None
         generator.key = key
         store_values(variables, values)
-        return _to_numpy(outputs)
+        return _to_numpy(outputs, program.layout[0] if program.layout else None)
 
     def _run_eagerly(self, method, dynamic, dyn, static):
-        with op_generator(self.op_generator):
+        with op_generator(self.op_generator), _random_bits():
             if not static:
                 return _to_numpy(method(*dyn))
             return _to_numpy(method(**dict(zip(dynamic, dyn)), **static))
@@ -268,12 +280,44 @@ def _runtime_message(error):
     return match.group(1) if match else (text.splitlines()[0] if text else type(error).__name__)
 
 
-def _to_numpy(x):
-    """A call's outputs as writable numpy arrays (dicts kept, lists as tuples, Python values as they are)."""
+def _random_bits():
+    """The random-bit generation of the executor's programs: threefry, not "partitionable". JAX's default since 0.5
+    (``jax_threefry_partitionable``) serves arrays sharded over several devices, which these one-device programs
+    are not, and XLA compiles its draws ~4x slower on a CPU (a 64x10 uniform draw: ~1.5 s against ~0.4 s here), a
+    cost every program with a random draw pays on its first call. Set per call (JAX's thread-local context), so the
+    user's own JAX code keeps its setting."""
+    return jax.threefry_partitionable(False)
+
+
+class _Program:
+    """A compiled program and the layout of its outputs (``_layout``, recorded when it is traced)."""
+
+    __slots__ = ("compiled", "layout")
+
+    def __init__(self, compiled, layout):
+        self.compiled, self.layout = compiled, layout
+
+
+def _layout(x):
+    """The key order of the dicts in a method's outputs: ``jax.jit`` returns dicts with sorted keys, the method's
+    callers get them in the order the method built them, as on the other backends. None where nothing to keep."""
+    if isinstance(x, dict):
+        return {k: _layout(v) for k, v in x.items()}
+    if isinstance(x, (tuple, list)):
+        inner = [_layout(v) for v in x]
+        return inner if any(v is not None for v in inner) else None
+    return None
+
+
+def _to_numpy(x, layout=None):
+    """A call's outputs as writable numpy arrays (dicts kept, in the key order of ``layout`` where given; lists as
+    tuples; Python values as they are)."""
     if isinstance(x, jax.Array):
         return np.array(x)
     if isinstance(x, dict):
-        return {k: _to_numpy(v) for k, v in x.items()}
+        keys = list(layout) if isinstance(layout, dict) and set(layout) == set(x) else list(x)
+        return {k: _to_numpy(x[k], layout[k] if isinstance(layout, dict) and k in layout else None) for k in keys}
     if isinstance(x, (tuple, list)):
-        return tuple(_to_numpy(v) for v in x)
+        inner = layout if isinstance(layout, list) and len(layout) == len(x) else [None] * len(x)
+        return tuple(_to_numpy(v, sub) for v, sub in zip(x, inner))
     return x
