@@ -1,6 +1,10 @@
 """The JAX graph executor (issue 34, first step): API methods as jitted programs over the executor's variables and
 random key, against PyTorch and numpy; one trace per method; variables and random state round trips; the eager
 fallback; the refusal of graphs whose graph functions have no JAX body."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -332,3 +336,19 @@ def test_cli_takes_backend_jax():
     with pytest.raises(SystemExit) as info:  # Parsed (no "invalid choice"); --help ends the run.
         main(["demo", "--backend", "jax", "--help"])
     assert info.value.code == 0
+
+
+def _cache_dir_after_a_build(env):
+    code = ("import jax, numpy as np; from rlgraph.components.layers import DenseLayer; from rlgraph.spaces import "
+            "FloatBox; from rlgraph.tests import ComponentTest; "
+            "t = ComponentTest(DenseLayer(3), dict(inputs=FloatBox(shape=(4,), add_batch_rank=True)), backend='jax'); "
+            "t.test(('call', [np.ones((2, 4), np.float32)])); print(jax.config.jax_compilation_cache_dir)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, **env))
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_compilation_cache_is_on_in_its_directory_and_can_be_turned_off(tmp_path):
+    assert _cache_dir_after_a_build({"RLGRAPH_JAX_CACHE_DIR": str(tmp_path / "cache")}) == str(tmp_path / "cache")
+    assert _cache_dir_after_a_build({"RLGRAPH_JAX_CACHE_DIR": "none"}) == "None"

@@ -23,6 +23,41 @@ from rlgraph.utils.errors import RLGraphBackendError, RLGraphError, RLGraphRunti
 logger = logging.getLogger(__name__)
 
 VARIABLES_FILE = "variables.npz"
+#: Where compiled programs are kept between processes (``use_compilation_cache``); "none" turns it off.
+CACHE_DIR_VARIABLE = "RLGRAPH_JAX_CACHE_DIR"
+#: The cache's bound (JAX evicts the least recently used programs beyond it; a bound also makes JAX lock the
+#: directory, so that processes of a run (Ray actors, test workers) can share it).
+CACHE_MAX_BYTES = 1 << 30
+
+
+def use_compilation_cache():
+    """Turns on JAX's persistent compilation cache (once per process), unless the user configured one already.
+
+    The first call of each program compiles it (APPO's update: seconds on a CPU); a cache on disk lets the next run
+    of the same config, and every actor process of a run, load the program instead. Directory:
+    ``$RLGRAPH_JAX_CACHE_DIR``, else ``$XDG_CACHE_HOME/rlgraph/jax`` (``~/.cache/rlgraph/jax``); "none" turns it
+    off. Needs ``filelock`` (JAX locks a bounded cache); without it the cache stays off.
+
+    Returns:
+        str or None: The cache directory in use (None: off).
+    """
+    if jax.config.jax_compilation_cache_dir:
+        return jax.config.jax_compilation_cache_dir  # The user's own.
+    path = os.environ.get(CACHE_DIR_VARIABLE)
+    if path is not None and path.strip().lower() in ("", "none", "off", "0"):
+        return None
+    if path is None:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        path = os.path.join(base, "rlgraph", "jax")
+    try:
+        import filelock  # noqa: F401 (JAX's cache needs it once bounded)
+    except ImportError:
+        logger.debug("JAX compilation cache off: the filelock package is not installed.")
+        return None
+    jax.config.update("jax_compilation_cache_max_size", CACHE_MAX_BYTES)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    jax.config.update("jax_compilation_cache_dir", path)
+    return path
 
 
 class JaxExecutor(GraphExecutor):
@@ -67,6 +102,7 @@ class JaxExecutor(GraphExecutor):
     op_generator = None
 
     def __init__(self, root_component, **kwargs):
+        use_compilation_cache()
         self.trace_counts = defaultdict(int)
         self.eager_methods = set()
         self._variables = []
