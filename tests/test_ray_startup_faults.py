@@ -24,9 +24,14 @@ def appo_config(**execution):
 
 
 # --- no Ray needed: the local Ray is refused before it starts ------------------------------------------------------
-def test_more_actors_than_cores_are_refused_before_a_local_ray_starts():
+def test_more_actors_than_cores_are_refused_before_a_local_ray_starts(monkeypatch):
     if ray.is_initialized():
         pytest.skip("a Ray of another test module is still running in this process")
+    import rlgraph.engines.runner as runner
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("the learner was built before the refusal")
+    monkeypatch.setattr(runner, "make_agent", no_build)  # The refusal comes before the learner's build.
     cores = os.cpu_count()
     with pytest.raises(RLGraphSpecError) as info:
         make_engine(appo_config(), engine="ray", backend="pytorch", num_actors=64)

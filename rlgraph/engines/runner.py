@@ -195,6 +195,9 @@ def build_engine(run):
             return PipelinedWorker(agent, actor, env, checkpoint_replay=replay)
         from rlgraph.workers import VectorWorker
         return VectorWorker(agent, env, checkpoint_replay=replay)
+    if run.engine == "ray":  # Actors a local Ray cannot place: refused before the learner's build.
+        from rlgraph.engines.ray.ray_engine import check_local_ray_resources
+        check_local_ray_resources(run.execution)
     # The learner's process needs the spaces (and the central engine an observation's layout): one environment
     # tells them.
     probe = make_vector_env(dict(run.env_kwargs, num_envs=1))

@@ -65,10 +65,7 @@ class RayEngine(RemoteActorEngine):
         self.ray = ray
         self.learner = learner_agent.learner
         self.owns_ray = False
-        if not spec.ray_address and not ray.is_initialized():
-            # A local Ray gets this machine's cores: actors it cannot place are refused before it starts (its
-            # GPUs are Ray's to detect).
-            self._check_resources({"CPU": float(os.cpu_count() or 1), "GPU": float("inf")}, local=True)
+        check_local_ray_resources(spec)
         self.user_code = UserCode.of_run(config, env_kwargs)
         # A local Ray's processes end with this one, even when it is killed: its GCS and raylet by Ray's kernel
         # fate-sharing, the rest (its agents and workers, which wait on a GCS that is gone) by a reaper.
@@ -108,21 +105,7 @@ class RayEngine(RemoteActorEngine):
         return dict(max_restarts=0, max_task_retries=0, **self.spec.actor_resources)
 
     def _check_resources(self, available, local):
-        """Refuses actors that ``available`` (Ray's resources: a local Ray has this machine's cores) cannot place,
-        before any actor starts."""
-        for key in ("num_cpus", "num_gpus"):
-            per_actor = self.spec.actor_resources.get(key, 1 if key == "num_cpus" else 0)
-            need = self.num_actors * float(per_actor)
-            have = float(available.get("CPU" if key == "num_cpus" else "GPU", 0))
-            if need <= have:
-                continue
-            where = (f"this machine has {have:g} {'cores' if key == 'num_cpus' else 'GPUs'} (the local Ray places "
-                     f"no more)" if local else f"the Ray cluster has {have:g}")
-            raise RLGraphSpecError(
-                f"--num-actors {self.num_actors}: {self.num_actors} actors x actor_resources.{key}={per_actor:g} "
-                f"need {need:g}, but {where}; use fewer actors, or oversubscribe on purpose with a fractional "
-                f"execution_spec.actor_resources.{key} (e.g. --set execution_spec.actor_resources.{key}="
-                f"{_fraction(have, self.num_actors)}).")
+        _check_resources(self.spec, available, local)
 
     def _make_actor(self, index):
         total = self.num_actors * self.envs_per_actor
@@ -352,6 +335,36 @@ def _check_address(address, timeout=5.0):
     except OSError as e:
         raise RLGraphError(f"Ray address {address!r} does not answer ({e}); start a cluster there "
                            f"(`ray start --head --port {port}`) or leave the address out for a local one.") from None
+
+
+def check_local_ray_resources(spec):
+    """Refuses, before anything is built, actors that the local Ray this run would start cannot place: it gets this
+    machine's cores (its GPUs are Ray's to detect). Nothing to check on a cluster (``ray_address``) or a Ray this
+    process already joined: the engine checks their resources once joined."""
+    import sys
+    ray = sys.modules.get("ray")
+    if spec.ray_address or (ray is not None and ray.is_initialized()):
+        return
+    _check_resources(spec, {"CPU": float(os.cpu_count() or 1), "GPU": float("inf")}, local=True)
+
+
+def _check_resources(spec, available, local):
+    """Refuses actors that ``available`` (Ray's resources: a local Ray has this machine's cores) cannot place,
+    before any actor starts."""
+    num_actors = spec.num_actors
+    for key in ("num_cpus", "num_gpus"):
+        per_actor = spec.actor_resources.get(key, 1 if key == "num_cpus" else 0)
+        need = num_actors * float(per_actor)
+        have = float(available.get("CPU" if key == "num_cpus" else "GPU", 0))
+        if need <= have:
+            continue
+        where = (f"this machine has {have:g} {'cores' if key == 'num_cpus' else 'GPUs'} (the local Ray places "
+                 f"no more)" if local else f"the Ray cluster has {have:g}")
+        raise RLGraphSpecError(
+            f"--num-actors {num_actors}: {num_actors} actors x actor_resources.{key}={per_actor:g} "
+            f"need {need:g}, but {where}; use fewer actors, or oversubscribe on purpose with a fractional "
+            f"execution_spec.actor_resources.{key} (e.g. --set execution_spec.actor_resources.{key}="
+            f"{_fraction(have, num_actors)}).")
 
 
 def _fraction(cpus, actors):
