@@ -2,6 +2,7 @@
 config written beside the trials."""
 import json
 import os
+import signal
 
 import pytest
 
@@ -53,8 +54,10 @@ def local_ray():
 def test_a_two_trial_sweep_writes_results_and_the_best_config(tmp_path, local_ray):
     cfg = small_dqn_config(tmp_path)
     sweep = tmp_path / "sweep"
+    handler = signal.getsignal(signal.SIGINT)
     out = run_sweep(cfg, ["optimizer_spec.learning_rate=1e-3,3e-4"], logdir=str(sweep),
                     sets=["network_spec.0.units=32"], steps=1200, backend="pytorch", seed=5)
+    assert signal.getsignal(signal.SIGINT) is handler  # Tune's Ctrl-C handler is not left to the caller.
     rows = json.loads((sweep / "tune_results.json").read_text())
     assert rows == json.loads(json.dumps(out["rows"])) and len(rows) == 2
     assert sorted(r["params"]["optimizer_spec.learning_rate"] for r in rows) == [3e-4, 1e-3]

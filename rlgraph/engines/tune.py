@@ -260,6 +260,8 @@ def run_sweep(config, grid, logdir=None, sets=(), steps=None, seconds=None, num_
         else:
             ray.init(include_dashboard=False, log_to_driver=verbose > 0, configure_logging=False)
     watch = _InterruptWatch()
+    # Tune installs its own Ctrl-C handler and leaves it: the caller's goes back when the sweep ends.
+    caller_handler = signal.getsignal(signal.SIGINT)
     try:
         trainable = tune.with_resources(tune.with_parameters(_run_trial, spec=spec), {"cpu": cpus_per_trial})
         tuner = tune.Tuner(
@@ -273,6 +275,11 @@ def run_sweep(config, grid, logdir=None, sets=(), steps=None, seconds=None, num_
     finally:
         if owns_ray:
             ray.shutdown()
+        if caller_handler is not None and signal.getsignal(signal.SIGINT) is not caller_handler:
+            try:
+                signal.signal(signal.SIGINT, caller_handler)
+            except ValueError:  # Not the main thread: this thread installed nothing either.
+                pass
     return _write_results(rows, base, list(sets), grid, logdir, watch.interrupted)
 
 
