@@ -435,9 +435,11 @@ def main(argv=None):
     export = sub.add_parser("export", help="write a run's greedy policy as a model that loads without rlgraph")
     export.add_argument("run", metavar="RUN_DIR_OR_CHECKPOINT",
                         help="a run's logdir (its newest checkpoint), one of its checkpoints/ckpt-N or a model in it")
-    export.add_argument("--format", required=True, choices=["onnx", "torchscript", "saved_model"],
-                        help="onnx (PyTorch and TensorFlow runs), torchscript (PyTorch), saved_model (TensorFlow)")
-    export.add_argument("--output", "-o", required=True, help="the file (a directory for saved_model) to write")
+    export.add_argument("--format", required=True, choices=["onnx", "torchscript", "saved_model", "jax_export"],
+                        help="onnx (PyTorch and TensorFlow runs), torchscript (PyTorch), saved_model (TensorFlow), "
+                             "jax_export (JAX)")
+    export.add_argument("--output", "-o", required=True,
+                        help="the file (a directory for saved_model and jax_export) to write")
 
     demo = sub.add_parser("demo", help="build a small component graph from a JSON config on each backend and run it")
     demo.add_argument("config", help="path to a demo config, e.g. examples/demo_network.json")

@@ -29,7 +29,9 @@ BATCH, UNROLL = 12, 6
 
 
 def setup_backend(backend, num_cpus=3):
-    """On TF: ``num_cpus`` logical CPU devices (must run before anything initialises TF's devices)."""
+    """On TF and JAX: ``num_cpus`` logical CPU devices (must run before anything initialises their devices)."""
+    if backend == "jax":
+        os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={num_cpus}"
     if backend == "tf":
         import tensorflow as tf
         cpu = tf.config.list_physical_devices("CPU")[0]
@@ -37,7 +39,7 @@ def setup_backend(backend, num_cpus=3):
 
 
 def devices_for(backend, k):
-    return [f"cpu:{i}" for i in range(k)] if backend == "tf" else ["cpu"] * k
+    return [f"cpu:{i}" for i in range(k)] if backend in ("tf", "jax") else ["cpu"] * k
 
 
 def small_config(kind, optimizer="config"):

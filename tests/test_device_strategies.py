@@ -179,7 +179,7 @@ def test_describe_shows_towers_and_devices(backend):
     text = agent.executor.meta_graph.describe()
     lines = [ln for ln in text.splitlines() if ln.startswith("[2 towers")]
     assert len(lines) == 2  # update_from_memory and update_from_batch; acting methods are not towered.
-    device = "/device:CPU:0" if backend == "tf" else "cpu"
+    device = {"tf": "/device:CPU:0", "jax": "cpu:0"}.get(backend, "cpu")
     assert f"tower 0: {device}, tower 1: {device}" in lines[0]
     assert set(agent.executor.meta_graph.towers) == {"update_from_memory", "update_from_batch"}
 

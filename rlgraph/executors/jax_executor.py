@@ -1,8 +1,9 @@
 """JAX executor: each API method runs as one ``jax.jit`` program, compiled on its first call.
 
 Issue 34: layers, networks, policies, distributions, explorations, the RL maths, memories through host calls, and
-(step 3) optimizers: an update is one program with its gradients. The build of a graph with a graph function that
-has no JAX body raises one line naming the component and issue 34.
+(step 3) optimizers: an update is one program with its gradients; with ``multi_device_sync`` towers that program is
+sharded over several XLA devices. The build of a graph with a graph function that has no JAX body raises one line
+naming the component and issue 34.
 """
 import logging
 import os
@@ -16,6 +17,7 @@ from rlgraph.backends.jax_backend import (JaxGenerator, differentiating, functio
 from rlgraph.backends.op_generator import op_generator
 from rlgraph.executors.device_strategy import DeviceStrategy
 from rlgraph.executors.graph_executor import GraphExecutor, differentiates, map_batched_leaves
+from rlgraph.executors.multi_device_sync import MultiDeviceSyncStrategy
 from rlgraph.spaces import Space
 from rlgraph.utils.backend import jax
 from rlgraph.utils.errors import RLGraphBackendError, RLGraphError, RLGraphRuntimeError
@@ -83,7 +85,18 @@ class JaxExecutor(GraphExecutor):
     host graph function (a numpy memory's insert and sample) run on the host without JAX, as on every backend.
 
     ``execute_steps`` runs one program: a ``lax.scan`` over the steps, each step the method's program on its rows.
-    Device strategies with towers are refused.
+
+    Towers (``device_strategy`` ``multi_device_sync``, issue 34): an update method (one that steps an optimizer)
+    stays one program, placed over a ``jax.sharding.Mesh`` of the towers' distinct XLA devices: its batched
+    arguments sharded along their batch axes (``NamedSharding``; the strategy's split rules), the variables and
+    key replicated; XLA's SPMD partitioner runs each device's share of the batch there and all-reduces what needs
+    the whole batch (the gradients of the mean loss, batch statistics), so that the update equals one device's on
+    the whole batch. The new variables come back to the default device, where the other programs run. Several
+    CPU devices: ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` before JAX initialises. Towers repeating
+    one device run as one program there (XLA gains nothing from splitting a batch on one device); a batch that
+    does not divide over the towers is refused before it runs, as on the other backends. Under towers,
+    ``execute_steps`` runs one (sharded) ``execute`` per step, and an eager method runs on the default device.
+    The ``distributed_sync`` strategy is refused.
 
     Gradients: an API method that reaches an optimizer (a component with ``differentiates``) runs as
     ``jax_backend.differentiating(method)``: a loss pass under ``jax.value_and_grad`` up to the optimizer's call,
@@ -106,12 +119,13 @@ class JaxExecutor(GraphExecutor):
         self.trace_counts = defaultdict(int)
         self.eager_methods = set()
         self._variables = []
+        self._tower_programs = {}  # API method -> its last program run as towers (``program_text``)
         super().__init__(root_component, **kwargs)
 
     def build(self):
-        if type(self.device_strategy) is not DeviceStrategy:
+        if type(self.device_strategy) not in (DeviceStrategy, MultiDeviceSyncStrategy):
             raise RLGraphBackendError(f"Device strategy {self.device_strategy!r} of '{self.root.global_scope}': "
-                                      f"the JAX backend runs one device so far (issue 34).")
+                                      f"the JAX backend runs 'default' and 'multi_device_sync' so far (issue 34).")
         try:
             with _random_bits():
                 super().build()
@@ -126,6 +140,28 @@ class JaxExecutor(GraphExecutor):
         self.op_generator.set_state(self.backend.ops.generator.get_state())
 
     # --- calls -------------------------------------------------------------------------------------------
+    def _api_callable(self, name):
+        """The bound root API method: towers need no rewrite on JAX (``_tower_sharding`` places the program)."""
+        return getattr(self.root, name)
+
+    def _tower_sharding(self, name, dynamic, constant):
+        """The ``TowerSharding`` of root API method ``name`` where the device strategy runs it as towers over
+        several devices, else None."""
+        strategy = self.device_strategy
+        plan = getattr(strategy, "plans", {}).get(name)
+        if plan is None:
+            return None
+        devices = []
+        for device in strategy.tower_devices:  # "cpu:i" / "gpu:i", checked to exist by the strategy.
+            kind, index = device.split(":")
+            device = jax.devices(kind)[int(index)]
+            if device not in devices:
+                devices.append(device)
+        if len(devices) < 2:
+            return None
+        rules = [plan.split_rules.get(p) for p, c in zip(dynamic, constant) if not c]
+        return TowerSharding(devices, rules)
+
     def _make_call(self, name, params, dynamic, checkers, defaults):
         method = self._api_callable(name)
         if differentiates(self.meta_graph.api[name]):
@@ -133,6 +169,7 @@ class JaxExecutor(GraphExecutor):
         eager = any(_has_text(self.input_spaces[p]) for p in dynamic)
         # ``int`` and ``bool`` arguments (sizes, flags) are constants of the program; ``float`` ones are traced.
         constant = [self.input_spaces[p] in (int, bool) for p in dynamic]
+        sharding = self._tower_sharding(name, dynamic, constant)
         programs = {}  # (static arguments, constant arguments) -> compiled program
         general, scope = self._general_args, self.root.global_scope
         n = len(params)
@@ -167,7 +204,9 @@ class JaxExecutor(GraphExecutor):
             constants = tuple(v for v, c in zip(dyn, constant) if c)
             try:
                 program = program_for(static, constants)
-                return self._run_program(program, [v for v, c in zip(dyn, constant) if not c])
+                if sharding is not None:
+                    self._tower_programs[name] = program
+                return self._run_program(program, [v for v, c in zip(dyn, constant) if not c], sharding)
             except untraceable_errors() as e:
                 logger.info("API method '%s' of '%s' cannot be traced by jax.jit (%s: %s); it runs eagerly.",
                             name, scope, type(e).__name__, str(e).splitlines()[0] if str(e) else "")
@@ -240,13 +279,20 @@ class JaxExecutor(GraphExecutor):
                 return per_step(rows, dyn)
         return call
 
-    def _run_program(self, program, dyn):
-        """Runs a compiled program on the executor's key and variables; stores the new ones once it succeeded."""
+    def _run_program(self, program, dyn, sharding=None):
+        """Runs a compiled program on the executor's key and variables; stores the new ones once it succeeded.
+        With a ``TowerSharding``: the arguments sharded, the key and variables replicated over its mesh."""
         generator, variables = self.op_generator, self._variables
+        key, values = generator.key, [v.value for v in variables]
         try:
+            if sharding is not None:
+                key, values, dyn = sharding.place(key, values, dyn)
+                program.last_inputs = sharding.signature(key, values, *dyn)
             with _random_bits():
-                outputs, key, values = program.compiled(generator.key, [v.value for v in variables], *dyn)
+                outputs, key, values = program.compiled(key, values, *dyn)
                 jax.block_until_ready((outputs, key, values))  # A failed check fails here, before any state changes.
+            if sharding is not None:
+                key, values = sharding.home(key, values)
         except jax.errors.JaxRuntimeError as e:
             raise RLGraphRuntimeError(_runtime_message(e)) from None
         generator.key = key
@@ -258,6 +304,15 @@ class JaxExecutor(GraphExecutor):
             if not static:
                 return _to_numpy(method(*dyn))
             return _to_numpy(method(**dict(zip(dynamic, dyn)), **static))
+
+    def program_text(self, api_method):
+        """The optimized HLO text of the program that the last call of ``api_method`` ran as towers (shows its
+        sharding and the all-reduces XLA inserted), else None."""
+        program = self._tower_programs.get(api_method)
+        if program is None or program.last_inputs is None:
+            return None
+        with _random_bits():
+            return program.compiled.lower(*program.last_inputs).compile().as_text()
 
     # --- variables and random state ----------------------------------------------------------------------
     def _store_variables(self, path):
@@ -326,12 +381,101 @@ def _random_bits():
 
 
 class _Program:
-    """A compiled program and the layout of its outputs (``_layout``, recorded when it is traced)."""
+    """A compiled program and the layout of its outputs (``_layout``, recorded when it is traced); towers: the
+    shapes and shardings of its last inputs (``program_text``)."""
 
-    __slots__ = ("compiled", "layout")
+    __slots__ = ("compiled", "layout", "last_inputs")
 
     def __init__(self, compiled, layout):
-        self.compiled, self.layout = compiled, layout
+        self.compiled, self.layout, self.last_inputs = compiled, layout, None
+
+
+class TowerSharding:
+    """Where a towered update program runs: a one-axis ``Mesh`` of the towers' distinct devices, each batched
+    argument sharded along its batch axis, everything else (key, variables, arguments without a batch rank)
+    replicated.
+
+    Args:
+        devices: The distinct ``jax.Device`` s (at least two).
+        rules: Per traced argument of the program, the strategy's split rule: a nested structure of batch axes
+            (None: not batched).
+    """
+
+    AXIS = "towers"
+
+    def __init__(self, devices, rules):
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec
+        self.mesh = Mesh(np.array(devices), (self.AXIS,))
+        self.size = len(devices)
+        self.replicated = NamedSharding(self.mesh, PartitionSpec())
+        self._batched = {}  # batch axis -> its NamedSharding
+        self._spec = lambda axis: NamedSharding(self.mesh, PartitionSpec(*([None] * axis), self.AXIS))
+        self.rules = rules
+        self.default = jax.devices()[0]
+        self._replicas = {}  # index in [key] + values -> (the value on the default device, its replicated copy)
+
+    def place(self, key, values, dyn):
+        """``key`` and ``values`` replicated over the mesh (copied where they changed since the last call), the
+        arguments ``dyn`` sharded by their rules."""
+        cache = self._replicas
+        leaves = [key] + list(values)
+        missing = [i for i, x in enumerate(leaves) if cache.get(i, (None,))[0] is not x]
+        if missing:
+            placed = jax.device_put([leaves[i] for i in missing], self.replicated)
+            for i, x in zip(missing, placed):
+                cache[i] = (leaves[i], x)
+        key, *values = [cache[i][1] for i in range(len(leaves))]
+        return key, values, [self._place(v, r) for v, r in zip(dyn, self.rules)]
+
+    def _place(self, value, rule):
+        if value is None or rule is None:
+            return value  # Uncommitted host values: XLA replicates them.
+        if isinstance(rule, dict):
+            if not isinstance(value, dict):
+                return value
+            return {k: self._place(v, rule.get(k)) for k, v in value.items()}
+        if isinstance(rule, tuple):
+            if not isinstance(value, (tuple, list)):
+                return value
+            return type(value)(self._place(v, r) for v, r in zip(value, rule))
+        shape = np.shape(value)
+        if len(shape) <= rule or shape[rule] % self.size:
+            return value  # Towers repeating devices: a batch may divide over the towers, not over the devices.
+        sharding = self._batched.get(rule)
+        if sharding is None:
+            sharding = self._batched[rule] = self._spec(rule)
+        return jax.device_put(value, sharding)
+
+    def home(self, key, values):
+        """The program's new ``key`` and ``values`` on the default device (where the other programs run): the
+        replica there where the mesh holds one (no copy), else a copy; the replicas kept for the next call."""
+        leaves, out = [key] + list(values), []
+        for i, x in enumerate(leaves):
+            if x is None:
+                out.append(None)
+                continue
+            local = self._local(x)
+            if x.sharding.is_fully_replicated:
+                self._replicas[i] = (local, x)
+            else:  # Where XLA left a new value sharded: replicated again on the next call.
+                self._replicas.pop(i, None)
+            out.append(local)
+        return out[0], out[1:]
+
+    def _local(self, x):
+        for shard in getattr(x, "addressable_shards", ()):
+            if shard.device == self.default and shard.data.shape == x.shape:
+                return shard.data
+        return jax.device_put(x, self.default)
+
+    @staticmethod
+    def signature(*inputs):
+        """``inputs`` as ``jax.ShapeDtypeStruct`` s with their shardings (to lower the program again)."""
+        def spec(x):
+            if isinstance(x, jax.Array):
+                return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
+            return x
+        return jax.tree_util.tree_map(spec, inputs)
 
 
 def _layout(x):

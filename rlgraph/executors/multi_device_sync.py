@@ -21,6 +21,11 @@ the multi-GPU strategy of its TF executor). For every root API method whose call
 
 Losses that are means over the batch (all of rlgraph's) give the same update as one device on the whole
 batch; statistics over the batch inside a loss (e.g. APPO's ``normalize_advantages``) are per tower.
+
+JAX does this the XLA way instead of steps 2-4: the update stays one program, its batched arguments sharded over a
+``Mesh`` of the towers' devices along their batch axes and the variables replicated, and XLA's SPMD partitioner
+runs each device's share of the batch there and all-reduces the gradients (``rlgraph.executors.jax_executor``);
+step 1's split rules and divisibility check are the same. Statistics over the batch are over the whole batch.
 """
 import contextlib
 import functools
@@ -53,7 +58,8 @@ class MultiDeviceSyncStrategy(DeviceStrategy):
             On PyTorch every CUDA device must exist ("cpu:i" counts as "cpu"); a tower on another device than
             the weights' (the root's ``device``, default the CPU) runs on replicas of the variables on its
             device (``rlgraph.executors.weight_replicas``), and its gradients are averaged where the weights
-            are.
+            are. On JAX every device must exist (``jax.devices(kind)``; several CPU devices with
+            ``XLA_FLAGS=--xla_force_host_platform_device_count=N``); the batch is sharded over the distinct ones.
         where: The config path named in errors.
 
     Attributes:
@@ -88,8 +94,11 @@ class MultiDeviceSyncStrategy(DeviceStrategy):
     def prepare(self, executor):
         backend = executor.backend.name
         self.tower_devices = self._check_devices(backend, executor.root)
-        self.ops = _TFOps() if backend == "tf" else _TorchOps(executor.root, self.tower_devices,
-                                                               self.replicate_on_one_device)
+        if backend == "jax":
+            self.ops = None  # JAX: no rewrite; the executor shards the batch of one program over the devices.
+        else:
+            self.ops = _TFOps() if backend == "tf" else _TorchOps(executor.root, self.tower_devices,
+                                                                   self.replicate_on_one_device)
         meta = executor.meta_graph
         self.plans = {}
         for name, call in meta.api.items():
@@ -125,6 +134,8 @@ class MultiDeviceSyncStrategy(DeviceStrategy):
                         f"tf.config.set_logical_device_configuration before TensorFlow initialises).")
                 out.append(f"/device:{kind.upper()}:{idx}")
             return out
+        if backend == "jax":
+            return _jax_devices(self.parsed, self.devices, where)
         from rlgraph.utils.backend import torch
         available = torch.cuda.device_count()
         out = []
@@ -194,6 +205,24 @@ class MultiDeviceSyncStrategy(DeviceStrategy):
                             f"columns per update, environment_spec.num_envs / num_minibatches).")
             return call(*args, **kwargs)
         return checked
+
+
+def _jax_devices(parsed, devices, where):
+    """JAX: "cpu:i" / "gpu:i" of each tower's XLA device (``jax.devices(kind)[i]``), checked to exist."""
+    from rlgraph.utils.backend import jax
+    out = []
+    for i, (kind, idx) in enumerate(parsed):
+        try:
+            available = len(jax.devices(kind))
+        except RuntimeError:  # No backend of that platform.
+            available = 0
+        if idx >= available:
+            raise RLGraphSpecError(
+                f"{where}[{i}]: device {devices[i]!r} does not exist: JAX has {available} {kind.upper()} device(s) "
+                f"({', '.join(str(d) for d in jax.devices())}); for several CPU devices set "
+                f"XLA_FLAGS=--xla_force_host_platform_device_count=N before JAX initialises.")
+        out.append(f"{kind}:{idx}")
+    return out
 
 
 class TowerPlan:

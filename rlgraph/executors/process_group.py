@@ -12,7 +12,7 @@ Del Balso 2018, and ``tf.distribute.MultiWorkerMirroredStrategy`` do). Two imple
   strategy to exist before TensorFlow runs anything in the process, so ``init_process_group`` must come
   first in a learner process.
 
-JAX has none yet: its executor runs each update on one device, without the ``distributed_sync`` strategy, so
+JAX has none yet: its executor runs towers over one process's devices, not the ``distributed_sync`` strategy, so
 ``check_group_backend`` refuses it (with the distributed engine, before any learner process starts).
 
 A process holds at most one group (``current_process_group``). The ``distributed_sync`` device strategy
@@ -211,8 +211,9 @@ def check_group_backend(backend):
     """The canonical name of ``backend`` ("tensorflow" -> "tf"); refuses, before any learner process starts, a
     backend without a gradient all-reduce over processes.
 
-    The JAX executor runs its update programs on one device and has no ``distributed_sync`` strategy (issue 34:
-    towers over XLA devices are not built yet), so distributed JAX learners would not keep one set of weights.
+    The JAX executor runs ``multi_device_sync`` towers over one process's XLA devices but has no
+    ``distributed_sync`` strategy (no gradient all-reduce over learner processes), so distributed JAX learners
+    would not keep one set of weights.
 
     Raises:
         RLGraphBackendError: An unknown backend, or one not in ``GROUP_BACKENDS``.
@@ -224,7 +225,8 @@ def check_group_backend(backend):
     if backend == "jax":
         raise RLGraphBackendError(
             "--engine distributed: the JAX backend has no gradient all-reduce over learner processes yet (its "
-            "executor runs each update on one device, without the distributed_sync strategy; issue 34); use "
+            "executor runs multi_device_sync towers over one process's XLA devices, not the distributed_sync "
+            "strategy; issue 34); use "
             "--backend pytorch or tf for distributed learners, or --engine ray / central for a JAX learner fed by "
             "several actors.")
     raise RLGraphBackendError(f"--engine distributed: backend {backend!r} has no gradient all-reduce over learner "

@@ -1,10 +1,12 @@
 """``rlgraph export``: a run's greedy policy as a file that loads without rlgraph.
 
-Formats: ``torchscript`` (PyTorch runs), ``saved_model`` (TensorFlow runs, signature ``serving_default``) and
-``onnx`` (both: ``torch.onnx`` and tf2onnx). Every exported policy takes ``observations`` (float32, batch first,
-the config's preprocessing inside) and returns ``actions`` (int64) and the action scores (``q_values`` for
-DQN, Ape-X and R2D2, ``logits`` for IMPALA and APPO); a recurrent policy (R2D2) also takes its state
-(``state_0``, ``state_1``: zeros at an episode's start) and returns the next one (``next_state_0``, ...).
+Formats: ``torchscript`` (PyTorch runs), ``saved_model`` (TensorFlow runs, signature ``serving_default``),
+``onnx`` (both: ``torch.onnx`` and tf2onnx) and ``jax_export`` (JAX runs: a ``jax.export`` program and its
+``policy.json`` in a directory, run with ``jax`` alone; see ``rlgraph.export.jax_export``). Every exported policy
+takes ``observations`` (float32, batch first, the config's preprocessing inside) and returns ``actions`` (int64)
+and the action scores (``q_values`` for DQN, Ape-X and R2D2, ``logits`` for IMPALA and APPO); a recurrent policy
+(R2D2) also takes its state (``state_0``, ``state_1``: zeros at an episode's start) and returns the next one
+(``next_state_0``, ...).
 Backends are imported only by the format that needs them.
 """
 import logging
@@ -20,7 +22,10 @@ FORMATS = {
     "onnx": {"pytorch": ("rlgraph.export.pytorch_export", "export_onnx"),
              "tf": ("rlgraph.export.tf_export", "export_onnx")},
     "saved_model": {"tf": ("rlgraph.export.tf_export", "export_saved_model")},
+    "jax_export": {"jax": ("rlgraph.export.jax_export", "export_jax")},
 }
+#: The formats whose ``output`` is a directory: what they call it.
+DIRECTORY_FORMATS = {"saved_model": "a SavedModel", "jax_export": "a jax_export policy"}
 
 
 def export_policy(run, format, output):
@@ -28,8 +33,8 @@ def export_policy(run, format, output):
 
     Args:
         run: A run's logdir, one of its ``checkpoints/ckpt-N`` or a model directory inside a run's logdir.
-        format: "torchscript", "onnx" or "saved_model".
-        output: The file (TorchScript, ONNX) or directory (SavedModel) to write.
+        format: "torchscript", "onnx", "saved_model" or "jax_export".
+        output: The file (TorchScript, ONNX) or directory (SavedModel, jax_export) to write.
 
     Returns:
         ``dict(output, format, backend, agent, scores, model, inputs, outputs)``: what was written, from which
@@ -52,7 +57,7 @@ def export_policy(run, format, output):
     if backend is not None and backend not in FORMATS[format]:
         raise RLGraphError(f"--format {format} exports {_runs_of(format)} runs; '{run}' is a {_backend_name(backend)}"
                            f" run (export it as {' or '.join(f for f, b in FORMATS.items() if backend in b)}).")
-    _check_output(output, directory=format == "saved_model")
+    _check_output(output, directory=DIRECTORY_FORMATS.get(format))
     agent, _, model = load_run_agent(run)
     greedy = GreedyPolicy(agent)
     if greedy.recurrent and format == "onnx" and agent.backend == "tf":
@@ -72,7 +77,7 @@ def export_policy(run, format, output):
 
 
 def _backend_name(backend):
-    return {"tf": "TensorFlow", "pytorch": "PyTorch"}.get(backend, backend)
+    return {"tf": "TensorFlow", "pytorch": "PyTorch", "jax": "JAX"}.get(backend, backend)
 
 
 def _runs_of(format):
@@ -84,6 +89,6 @@ def _check_output(output, directory):
     if not os.path.isdir(parent):
         raise RLGraphError(f"--output '{output}': its directory '{parent}' does not exist.")
     if directory and os.path.isfile(output):
-        raise RLGraphError(f"--output '{output}' is a file; a SavedModel is a directory.")
+        raise RLGraphError(f"--output '{output}' is a file; {directory} is a directory.")
     if not directory and os.path.isdir(output):
         raise RLGraphError(f"--output '{output}' is a directory; this format writes one file.")
