@@ -49,13 +49,23 @@ def _config(agent, root, learner_thread=None):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     sys.path.insert(0, root)
-    from rlgraph.engines.runner import load_config
+    load_config = _runner(root).load_config
     config, _ = load_config(os.path.join(root, "configs", f"{agent}_cartpole.json"))
     config["train_spec"] = dict(config.get("train_spec", {}), stop_at_target=False, eval_every_steps=None,
                                 eval_episodes=0, checkpoint_every_seconds=1e9)
     if learner_thread is not None:
         config["execution_spec"] = dict(config.get("execution_spec", {}), learner_thread=learner_thread)
     return config
+
+
+def _runner(root=ROOT):
+    """The runner module of checkout ``root`` (on ``sys.path``; ``rlgraph.execution`` before the engines' rename).
+    Decided by the checkout's files: an editable install of another checkout would still resolve the new name."""
+    if os.path.isdir(os.path.join(root, "rlgraph", "engines")):
+        from rlgraph.engines import runner
+    else:
+        from rlgraph.execution import runner
+    return runner
 
 
 def measure_rlgraph(agent, backend, seconds, seed=0, root=ROOT, learner_thread=None, warmup_steps=0):
@@ -65,16 +75,16 @@ def measure_rlgraph(agent, backend, seconds, seed=0, root=ROOT, learner_thread=N
     is timed for ``seconds`` (in chunks of the config's ``chunk_steps``)."""
     config = _config(agent, root, learner_thread)
     if warmup_steps > 0:
-        return _measure_warm(config, backend, seconds, seed, warmup_steps)
-    from rlgraph.engines.runner import train
+        return _measure_warm(config, backend, seconds, seed, warmup_steps, root)
+    train = _runner(root).train
     with tempfile.TemporaryDirectory(prefix=f"throughput-{agent}-{backend}-") as logdir:
         summary = train(config, backend=backend, seconds=seconds, logdir=logdir, seed=seed, progress=False)
     return dict(env_steps=summary["env_steps"], wall_seconds=summary["wall_seconds"],
                 env_steps_per_second=summary["env_steps_per_second"], updates=summary["updates"])
 
 
-def _measure_warm(config, backend, seconds, seed, warmup_steps):
-    from rlgraph.engines.runner import make_engine
+def _measure_warm(config, backend, seconds, seed, warmup_steps, root=ROOT):
+    make_engine = _runner(root).make_engine
     engine, agent, _ = make_engine(config, engine="local", backend=backend, seed=seed)
     try:
         engine.run(warmup_steps)
