@@ -23,7 +23,14 @@ LONG_TESTS = {
     "test_agent_actor_critic.py::test_learns_catch_from_pixels[tf-impala_catch]":
         "~300 s; IMPALA Catch on PyTorch and APPO Catch on TF stay",
     "test_agent_r2d2.py::test_learns_cartpole[pytorch]":
-        "~140 s; R2D2 learns CartPole on PyTorch on the Ray and central engines, and locally on TF",
+        "~140 s; R2D2 learns CartPole on PyTorch on the Ray engine and with the learner thread, and locally on TF",
+    "test_central_inference.py::test_learns_cartpole_with_central_inference[r2d2_cartpole-pytorch-300000-shm]":
+        "~160 s; APPO learns on central inference over shm and gRPC, R2D2 on Ray; R2D2's central steps are tested "
+        "without learning",
+    "test_learner_thread.py::test_r2d2_with_the_learner_thread_learns_cartpole[tf]": "~70 s; the PyTorch case stays",
+    "test_learner_thread.py::test_replay_resume_is_exact[r2d2-tf]": "~60 s; R2D2 on PyTorch and DQN on TF stay",
+    "test_distributed_learners.py::test_two_learners_resume_exactly[dqn-tf]":
+        "~70 s; DQN and APPO on PyTorch stay; TF's two learners learn APPO (test_appo_with_two_learners...)",
     "test_interrupts.py::test_ctrl_c_at_any_moment_on_the_other_engines[ray]":
         "~50 s; Ctrl-C on the local engine, during a central shutdown and a killed central learner stay",
     "test_interrupts.py::test_ctrl_c_at_any_moment_on_the_other_engines[central]": "~35 s; as above",

@@ -153,7 +153,7 @@ CASES = [
     (agent("r2d2", network_spec=NET), "agent.network_spec", r"R2D2 needs a recurrent Q-network"),
     (agent("apex", epsilon_base=1.5), "agent.epsilon_base", r"expected a finite number in \[0\.0, 1\.0\], got 1\.5\."),
     (agent("dqn", role="trainer"), "agent.role",
-     r"expected one of 'local', 'actor', 'learner', got 'trainer' \(a string\)\."),
+     r"expected one of 'both', 'actor', 'learner', got 'trainer' \(a string\)\."),
     (agent("dqn", exploration_spec={"epsilon_spec": ["exponential", 1.0, 0.1, 1.5]}),
      "agent.exploration_spec.epsilon_spec.decay_rate", r"expected a finite number in \(0\.0, 1\.0\), got 1\.5\."),
     (agent("dqn", exploration_spec={"epsilon_spec": [1.0, 0.1]}), "agent.exploration_spec.epsilon_spec",

@@ -142,11 +142,6 @@ def test_minibatches_of_unequal_size_fall_back(backend):
 
 def test_towers_take_one_call_per_step(backend):
     """Under multi_device_sync the steps run as one towered ``execute`` each (the same update)."""
-    if backend == "jax":  # Towers over XLA devices are not there yet (issue 34): the build refuses them.
-        from rlgraph.utils.errors import RLGraphBackendError
-        with pytest.raises(RLGraphBackendError, match=r"MultiDeviceSyncStrategy.*runs one device so far"):
-            appo(backend, device_strategy={"type": "multi_device_sync", "devices": ["cpu", "cpu"]})
-        return
     agent = appo(backend, device_strategy={"type": "multi_device_sync", "devices": ["cpu", "cpu"]})
     plain = appo(backend)
     plain.executor.set_weights(agent.executor.get_weights(trainable_only=False))
