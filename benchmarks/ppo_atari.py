@@ -97,26 +97,25 @@ def run(total_steps=3_000_000, seconds=None, seed=1, game="pong", threads=None, 
     torch.manual_seed(seed)
     start = time.perf_counter()
     env_spec = game if "/" in game else {"type": "atari", "game": game, "screen_size": screen_size}
-    NUM_ENVS, NUM_STEPS, NUM_EPOCHS, NUM_MINIBATCHES = num_envs, num_steps, num_epochs, num_minibatches  # noqa: N806
-    env = VectorEnv(env_spec, num_envs=NUM_ENVS, seed=seed)
+    env = VectorEnv(env_spec, num_envs=num_envs, seed=seed)
     obs = env.reset()
     num_actions = int(env.action_space.num_categories)
     agent = Agent(num_actions, obs.shape[1:])
     optimizer = torch.optim.Adam(agent.parameters(), lr=lr, eps=ADAM_EPS)
 
-    obs_buf = torch.zeros((NUM_STEPS, NUM_ENVS) + obs.shape[1:], dtype=torch.uint8)
-    act_buf = torch.zeros((NUM_STEPS, NUM_ENVS), dtype=torch.long)
-    logp_buf = torch.zeros((NUM_STEPS, NUM_ENVS))
-    val_buf = np.zeros((NUM_STEPS + 1, NUM_ENVS), np.float32)
-    rew_buf = np.zeros((NUM_STEPS, NUM_ENVS), np.float32)
-    done_buf = np.zeros((NUM_STEPS, NUM_ENVS), np.float32)
+    obs_buf = torch.zeros((num_steps, num_envs) + obs.shape[1:], dtype=torch.uint8)
+    act_buf = torch.zeros((num_steps, num_envs), dtype=torch.long)
+    logp_buf = torch.zeros((num_steps, num_envs))
+    val_buf = np.zeros((num_steps + 1, num_envs), np.float32)
+    rew_buf = np.zeros((num_steps, num_envs), np.float32)
+    done_buf = np.zeros((num_steps, num_envs), np.float32)
     recent = collections.deque(maxlen=100)
     env_steps = updates = episodes = 0
     while env_steps < total_steps and (seconds is None or time.perf_counter() - start < seconds):
         for group in optimizer.param_groups:
             group["lr"] = lr * (1.0 - env_steps / total_steps) if anneal else lr
         with torch.inference_mode():
-            for t in range(NUM_STEPS):
+            for t in range(num_steps):
                 x = torch.from_numpy(obs)
                 logp_all, values = agent(x)
                 actions = torch.multinomial(logp_all.exp(), 1).squeeze(-1)
@@ -136,24 +135,24 @@ def run(total_steps=3_000_000, seconds=None, seed=1, game="pong", threads=None, 
                     episodes += len(returns)
                     recent.extend(returns)
                     if on_episodes is not None:
-                        on_episodes(env_steps + (t + 1) * NUM_ENVS, time.perf_counter() - start, returns)
-            val_buf[NUM_STEPS] = agent(torch.from_numpy(obs))[1].numpy()
-        adv = np.zeros((NUM_STEPS, NUM_ENVS), np.float32)
-        last = np.zeros(NUM_ENVS, np.float32)
-        for t in reversed(range(NUM_STEPS)):
+                        on_episodes(env_steps + (t + 1) * num_envs, time.perf_counter() - start, returns)
+            val_buf[num_steps] = agent(torch.from_numpy(obs))[1].numpy()
+        adv = np.zeros((num_steps, num_envs), np.float32)
+        last = np.zeros(num_envs, np.float32)
+        for t in reversed(range(num_steps)):
             live = 1.0 - done_buf[t]
             delta = rew_buf[t] + GAMMA * val_buf[t + 1] * live - val_buf[t]
             last = delta + GAMMA * GAE_LAMBDA * live * last
             adv[t] = last
-        env_steps += NUM_STEPS * NUM_ENVS
+        env_steps += num_steps * num_envs
 
         b_obs = obs_buf.reshape((-1,) + obs_buf.shape[2:])
         b_act, b_logp = act_buf.reshape(-1), logp_buf.reshape(-1)
         b_adv = torch.from_numpy(adv.reshape(-1))
         b_val = torch.from_numpy(val_buf[:-1].reshape(-1))
         b_ret = b_adv + b_val
-        for _ in range(NUM_EPOCHS):
-            for mb in torch.randperm(b_obs.shape[0]).chunk(NUM_MINIBATCHES):
+        for _ in range(num_epochs):
+            for mb in torch.randperm(b_obs.shape[0]).chunk(num_minibatches):
                 logp_all, new_val = agent(b_obs[mb])
                 new_logp = logp_all.gather(-1, b_act[mb][:, None]).squeeze(-1)
                 entropy = -(logp_all.exp() * logp_all).sum(-1)
