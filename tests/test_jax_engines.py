@@ -1,5 +1,6 @@
 """The engines with JAX learners (issue 34): Ray actors and central inference train a JAX learner; the distributed
-engine refuses JAX (no gradient all-reduce over processes yet) before any learner process starts."""
+engine refuses JAX in a process where JAX ran already (its learner group must come first) before any learner process
+starts (distributed JAX learners themselves: tests/test_jax_distributed.py)."""
 import copy
 import os
 import time
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 
 from rlgraph.engines.runner import load_config, make_engine
-from rlgraph.utils.errors import RLGraphBackendError
+from rlgraph.utils.errors import RLGraphSpecError
 
 pytest.importorskip("jax")
 
@@ -83,13 +84,15 @@ def test_central_inference_serves_the_jax_learners_current_weights(monkeypatch):
         engine.close()
 
 
-def test_distributed_engine_refuses_jax_before_any_learner_starts():
-    from rlgraph.executors.process_group import current_process_group, init_process_group
+def test_distributed_engine_refuses_jax_where_jax_ran_before_any_learner_starts():
+    """jax.distributed.initialize must come before JAX runs anything in a learner's process: in this process, where
+    JAX ran, the distributed engine refuses at once, before it starts any learner process."""
+    import jax
+    from rlgraph.executors.process_group import current_process_group
 
+    jax.numpy.zeros(1).block_until_ready()
     start = time.perf_counter()
-    with pytest.raises(RLGraphBackendError, match=r"^--engine distributed: the JAX backend has no gradient "
-                                                  r"all-reduce over learner processes yet .*issue 34"):
+    with pytest.raises(RLGraphSpecError, match=r"^distributed learners on JAX: jax.distributed.initialize must come "
+                                               r"before JAX runs anything"):
         engine_for("appo_cartpole", "distributed", num_learners=2)
-    with pytest.raises(RLGraphBackendError, match="the JAX backend has no gradient all-reduce"):
-        init_process_group("jax", 0, 2, ["127.0.0.1:1", "127.0.0.1:2"])
     assert current_process_group() is None and time.perf_counter() - start < 10

@@ -28,7 +28,7 @@ pytest.importorskip("jax")
 
 from rlgraph.agents import Agent  # noqa: E402
 from rlgraph.spaces import FloatBox, IntBox  # noqa: E402
-from rlgraph.utils.errors import RLGraphBackendError, RLGraphSpaceError, RLGraphSpecError  # noqa: E402
+from rlgraph.utils.errors import RLGraphSpaceError, RLGraphSpecError  # noqa: E402
 
 STATE, ACTION = FloatBox(shape=(4,)), IntBox(2)
 
@@ -116,11 +116,13 @@ def test_towers_on_one_device_refuse_a_batch_that_does_not_divide_and_equal_one_
         np.testing.assert_allclose(w3[k], w1[k], atol=1e-6, err_msg=k)
 
 
-def test_distributed_sync_is_refused_on_jax():
+def test_distributed_sync_on_jax_needs_a_learner_group():
+    """JAX runs distributed_sync (tests/test_jax_distributed.py), in a learner process only: outside one, the strategy
+    says how to start learners."""
     from rlgraph.executors.distributed_sync import DistributedSyncStrategy
     from rlgraph.executors.jax_executor import JaxExecutor
     from rlgraph.components.layers import DenseLayer
-    with pytest.raises(RLGraphBackendError, match=r"the JAX backend runs 'default' and 'multi_device_sync' so far"):
+    with pytest.raises(RLGraphSpecError, match=r"'distributed_sync' needs this process to be one of a run's learners"):
         JaxExecutor(DenseLayer(units=2), input_spaces={"inputs": FloatBox(shape=(3,), add_batch_rank=True)},
                     device_strategy=DistributedSyncStrategy(["cpu"]))
 

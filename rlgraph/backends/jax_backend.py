@@ -398,11 +398,13 @@ def current_tape():
     return getattr(_tapes, "tape", None)
 
 
-def differentiating(fn, all_variables):
+def differentiating(fn, all_variables, reduce_gradients=None):
     """``fn`` (an API method reaching optimizers) with the gradients its optimizers ask for (see above).
 
     ``all_variables()`` returns all the graph's variables (boxes): loss passes differentiate w.r.t. the float ones and
-    restore all values afterwards. Works traced (inside ``functional``) and eagerly.
+    restore all values afterwards. Works traced (inside ``functional``) and eagerly. ``reduce_gradients``: applied to
+    each loss pass's gradients (a list) before the optimizer gets them, e.g. the mean over distributed learners
+    (``lax.pmean`` inside a program over their mesh: ``rlgraph.executors.distributed_sync``).
     """
     def call(*args, **kwargs):
         variables = tuple(all_variables())
@@ -414,7 +416,8 @@ def differentiating(fn, all_variables):
         outer, _tapes.tape = current_tape(), tape
         try:
             while True:
-                tape.gradients_of.append(_loss_pass(fn, args, kwargs, tape, len(tape.gradients_of), variables, key))
+                tape.gradients_of.append(_loss_pass(fn, args, kwargs, tape, len(tape.gradients_of), variables, key,
+                                                    reduce_gradients))
                 tape._start_pass(None)
                 generator.key = key
                 try:
@@ -431,9 +434,9 @@ class _MoreGradients(Exception):
     """The final pass reached an optimizer call without a loss pass yet."""
 
 
-def _loss_pass(fn, args, kwargs, tape, loss_call, variables, key):
-    """Runs ``fn`` up to optimizer call ``loss_call`` under ``jax.value_and_grad``: id(box) -> gradient; the host
-    calls' outputs of the pass become the tape's to replay."""
+def _loss_pass(fn, args, kwargs, tape, loss_call, variables, key, reduce_gradients=None):
+    """Runs ``fn`` up to optimizer call ``loss_call`` under ``jax.value_and_grad``: id(box) -> gradient (reduced by
+    ``reduce_gradients`` where given); the host calls' outputs of the pass become the tape's to replay."""
     floats = tape.variables
     saved = [var.value for var in variables]
     known = list(tape.host_outputs)
@@ -457,4 +460,6 @@ def _loss_pass(fn, args, kwargs, tape, loss_call, variables, key):
 
     (_, recorded), grads = jax.value_and_grad(loss_fn, has_aux=True)([var.value for var in floats])
     tape.host_outputs = recorded
+    if reduce_gradients is not None:
+        grads = reduce_gradients(list(grads))
     return {id(var): g for var, g in zip(floats, grads)}

@@ -6,7 +6,11 @@ learner processes of the run (``rlgraph.executors.process_group``), so that ever
 step and all keep one set of weights; one learner with the union of the learners' batches makes the same
 update (losses that are batch means, equal batch sizes). Every other API method (acting, evaluation) runs
 locally. On TensorFlow the update methods run inside ``MultiWorkerMirroredStrategy.run`` and reduce through
-its replica context (collective ring all-reduce); on PyTorch through one ``torch.distributed.all_reduce``.
+its replica context (collective ring all-reduce); on PyTorch through one ``torch.distributed.all_reduce``. On
+JAX an update stays one program, run over the group's ``Mesh`` of one device per learner process (``shard_map``:
+each learner's program on its own batch, ``rlgraph.executors.jax_executor.LearnerSharding``), its gradients
+averaged inside by ``lax.pmean`` (``_reduce_gradients``), which XLA runs as an all-reduce over the processes;
+one tower per learner (its first device).
 
 The distributed engine (``rlgraph train CONFIG --executor distributed``) sets this strategy on its learners
 and creates the process group first; a config's ``multi_device_sync`` devices become each learner's towers.
@@ -25,7 +29,8 @@ class DistributedSyncStrategy(MultiDeviceSyncStrategy):
 
     Args:
         devices: This learner's tower devices (None: one tower on the learner's default device: TF's first
-            GPU if it has one, else the CPU; PyTorch's where the weights are).
+            GPU if it has one, else the CPU; PyTorch's where the weights are; JAX's first local device). On JAX
+            every tower must be the process's first local device (one tower per learner process).
         where: The config path named in errors.
 
     Attributes:
@@ -63,6 +68,24 @@ class DistributedSyncStrategy(MultiDeviceSyncStrategy):
         executor.meta_graph.learners = self.group.world_size
         logger.info("distributed_sync: %s; towers %s.", self.group.describe(), self.tower_devices)
 
+    def _check_devices(self, backend, root):
+        if backend != "jax":
+            return super()._check_devices(backend, root)
+        # JAX: "cpu:i" names this process's local devices (``jax.devices`` lists every learner's).
+        from rlgraph.utils.backend import jax
+        first = self.group.device
+        for i, (kind, idx) in enumerate(self.parsed):
+            try:
+                local = jax.local_devices(backend=kind)
+            except RuntimeError:  # No backend of that platform.
+                local = []
+            if idx >= len(local) or local[idx] != first:
+                raise RLGraphSpecError(
+                    f"{self.where}.devices[{i}]: {self.devices[i]!r} is not this learner's device: distributed JAX "
+                    f"learners run one tower each, on the process's first device ({first}); leave "
+                    f"execution_spec.devices out (or name only that device).")
+        return [f"{first.platform}:0"]
+
     def _reduce_gradients(self, gradients):
         return self.group.all_reduce_mean(gradients)
 
@@ -80,6 +103,8 @@ def _default_device(executor):
     if executor.backend.name == "tf":
         from rlgraph.utils.backend import tf
         return "gpu:0" if tf.config.list_logical_devices("GPU") else "cpu"
+    if executor.backend.name == "jax":
+        return f"{current_process_group().device.platform}:0"
     return str(executor.root.device or "cpu")
 
 

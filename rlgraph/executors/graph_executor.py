@@ -46,6 +46,7 @@ class GraphExecutor(Specifiable):
     """
 
     backend_name = None
+    compiles_per_shape = False  # True: each new input shape (e.g. batch size) compiles an API method again.
 
     def __init__(self, root_component, input_spaces=None, action_space=None, seed=None, device=None,
                  validate_inputs=True, build=True, api_methods=None, device_strategy=None):

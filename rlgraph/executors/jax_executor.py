@@ -2,12 +2,15 @@
 
 Issue 34: layers, networks, policies, distributions, explorations, the RL maths, memories through host calls, and
 (step 3) optimizers: an update is one program with its gradients; with ``multi_device_sync`` towers that program is
-sharded over several XLA devices. The build of a graph with a graph function that has no JAX body raises one line
-naming the component and issue 34.
+sharded over several XLA devices; with ``distributed_sync`` (distributed learners) it runs over one device per
+learner process, its gradients all-reduced between the processes. The build of a graph with a graph function that has
+no JAX body raises one line naming the component and issue 34.
 """
 import logging
 import os
+import queue
 import re
+import threading
 from collections import defaultdict
 
 import numpy as np
@@ -20,7 +23,7 @@ from rlgraph.executors.graph_executor import GraphExecutor, differentiates, map_
 from rlgraph.executors.multi_device_sync import MultiDeviceSyncStrategy
 from rlgraph.spaces import Space
 from rlgraph.utils.backend import jax
-from rlgraph.utils.errors import RLGraphBackendError, RLGraphError, RLGraphRuntimeError
+from rlgraph.utils.errors import RLGraphBackendError, RLGraphError, RLGraphLearnerGroupError, RLGraphRuntimeError
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +99,16 @@ class JaxExecutor(GraphExecutor):
     one device run as one program there (XLA gains nothing from splitting a batch on one device); a batch that
     does not divide over the towers is refused before it runs, as on the other backends. Under towers,
     ``execute_steps`` runs one (sharded) ``execute`` per step, and an eager method runs on the default device.
-    The ``distributed_sync`` strategy is refused.
+
+    Distributed learners (``device_strategy`` ``distributed_sync``, a ``JaxProcessGroup`` made by
+    ``jax.distributed.initialize``): an update method runs over the group's ``Mesh`` of one device per learner
+    process (``LearnerSharding``: a ``shard_map`` in which each process's program takes its own batch and key, and
+    the variables, equal in all learners, are replicated); its gradients are averaged by ``lax.pmean`` between the
+    loss pass and the optimizers (``differentiating``'s ``reduce_gradients``), an all-reduce XLA runs over the
+    processes, so every learner applies the same step. Every learner must call its update methods in the same order
+    with batches of the same shapes (the distributed engine's learners do); each gets the outputs of its own batch.
+    Acting and evaluation methods run locally. An update method that cannot be traced is refused (it would skip the
+    all-reduce).
 
     Gradients: an API method that reaches an optimizer (a component with ``differentiates``) runs as
     ``jax_backend.differentiating(method)``: a loss pass under ``jax.value_and_grad`` up to the optimizer's call,
@@ -112,6 +124,7 @@ class JaxExecutor(GraphExecutor):
     """
 
     backend_name = "jax"
+    compiles_per_shape = True
     op_generator = None
 
     def __init__(self, root_component, **kwargs):
@@ -123,9 +136,10 @@ class JaxExecutor(GraphExecutor):
         super().__init__(root_component, **kwargs)
 
     def build(self):
-        if type(self.device_strategy) not in (DeviceStrategy, MultiDeviceSyncStrategy):
+        from rlgraph.executors.distributed_sync import DistributedSyncStrategy
+        if type(self.device_strategy) not in (DeviceStrategy, MultiDeviceSyncStrategy, DistributedSyncStrategy):
             raise RLGraphBackendError(f"Device strategy {self.device_strategy!r} of '{self.root.global_scope}': "
-                                      f"the JAX backend runs 'default' and 'multi_device_sync' so far (issue 34).")
+                                      f"the JAX backend runs 'default', 'multi_device_sync' and 'distributed_sync'.")
         try:
             with _random_bits():
                 super().build()
@@ -146,11 +160,14 @@ class JaxExecutor(GraphExecutor):
 
     def _tower_sharding(self, name, dynamic, constant):
         """The ``TowerSharding`` of root API method ``name`` where the device strategy runs it as towers over
-        several devices, else None."""
+        several devices (``LearnerSharding`` over distributed learners), else None."""
         strategy = self.device_strategy
         plan = getattr(strategy, "plans", {}).get(name)
         if plan is None:
             return None
+        from rlgraph.executors.distributed_sync import DistributedSyncStrategy
+        if isinstance(strategy, DistributedSyncStrategy):
+            return LearnerSharding(strategy.group)
         devices = []
         for device in strategy.tower_devices:  # "cpu:i" / "gpu:i", checked to exist by the strategy.
             kind, index = device.split(":")
@@ -164,12 +181,14 @@ class JaxExecutor(GraphExecutor):
 
     def _make_call(self, name, params, dynamic, checkers, defaults):
         method = self._api_callable(name)
-        if differentiates(self.meta_graph.api[name]):
-            method = differentiating(method, lambda: self._variables)
         eager = any(_has_text(self.input_spaces[p]) for p in dynamic)
         # ``int`` and ``bool`` arguments (sizes, flags) are constants of the program; ``float`` ones are traced.
         constant = [self.input_spaces[p] in (int, bool) for p in dynamic]
         sharding = self._tower_sharding(name, dynamic, constant)
+        learners = isinstance(sharding, LearnerSharding)
+        if differentiates(self.meta_graph.api[name]):
+            method = differentiating(method, lambda: self._variables,
+                                     self.device_strategy._reduce_gradients if learners else None)
         programs = {}  # (static arguments, constant arguments) -> compiled program
         general, scope = self._general_args, self.root.global_scope
         n = len(params)
@@ -193,12 +212,15 @@ class JaxExecutor(GraphExecutor):
                 out = method(*args) if not static else method(**dict(zip(dynamic, args)), **static)
                 layout[:] = [_layout(out)]
                 return out
-            program = _Program(jax.jit(functional(traced, self._variables)), layout)
+            pure = functional(traced, self._variables)
+            program = _Program(sharding.compile(pure) if learners else jax.jit(pure), layout)
             if key is not None:
                 programs[key] = program
             return program
 
         def run(dyn, static):
+            if learners and (name in self.eager_methods or eager):
+                raise RLGraphBackendError(sharding.untraced(name, scope, "it has text arguments"))
             if name in self.eager_methods or eager:
                 return self._run_eagerly(method, dynamic, dyn, static)
             constants = tuple(v for v, c in zip(dyn, constant) if c)
@@ -208,6 +230,9 @@ class JaxExecutor(GraphExecutor):
                     self._tower_programs[name] = program
                 return self._run_program(program, [v for v, c in zip(dyn, constant) if not c], sharding)
             except untraceable_errors() as e:
+                if learners:
+                    why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                    raise RLGraphBackendError(sharding.untraced(name, scope, why)) from None
                 logger.info("API method '%s' of '%s' cannot be traced by jax.jit (%s: %s); it runs eagerly.",
                             name, scope, type(e).__name__, str(e).splitlines()[0] if str(e) else "")
                 self.eager_methods.add(name)
@@ -284,6 +309,11 @@ class JaxExecutor(GraphExecutor):
         With a ``TowerSharding``: the arguments sharded, the key and variables replicated over its mesh."""
         generator, variables = self.op_generator, self._variables
         key, values = generator.key, [v.value for v in variables]
+        if isinstance(sharding, LearnerSharding):
+            outputs, key, values = sharding.run(program.compiled, key, values, dyn)
+            generator.key = key
+            store_values(variables, values)
+            return _to_numpy(outputs, program.layout[0] if program.layout else None)
         try:
             if sharding is not None:
                 key, values, dyn = sharding.place(key, values, dyn)
@@ -476,6 +506,173 @@ class TowerSharding:
                 return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
             return x
         return jax.tree_util.tree_map(spec, inputs)
+
+
+class LearnerSharding:
+    """Where an update program of distributed learners runs: the ``JaxProcessGroup``'s ``Mesh`` of one device per
+    learner process, as a ``shard_map`` whose every shard is one learner's whole program.
+
+    Each learner feeds its own key and arguments, stacked along a new leading axis of the learners (a global array
+    whose shard on this process's device is its own value: ``jax.make_array_from_single_device_arrays``, no copy of
+    the data); the variables, equal in all learners, are replicated (their local arrays, no copy). Inside, the
+    program is the learner's own (``functional``) with its gradients averaged by the group's ``all_reduce_mean``
+    (``lax.pmean``); XLA runs that all-reduce between the processes (gloo on CPUs). The outputs and the next key
+    come back stacked (each learner reads its own), the new variables replicated (each reads its local copy).
+
+    Args:
+        group: This process's ``JaxProcessGroup``.
+    """
+
+    def __init__(self, group):
+        from jax.sharding import NamedSharding, PartitionSpec
+        self.group = group
+        self.axis, self.device, self.size = group.AXIS, group.device, group.world_size
+        self.stacked = NamedSharding(group.mesh, PartitionSpec(self.axis))
+        self.replicated = NamedSharding(group.mesh, PartitionSpec())
+        self._impl = None  # The random key's implementation (threefry), known from the first call's key.
+        self._replicas = {}  # index in values -> (the local array, the replicated global array holding it)
+        self._warm = set()  # (program, input shapes) that ran once (traced and compiled)
+        self._runner = _BoundedRunner(f"rlgraph-jax-learner-{group.rank}")
+
+    def compile(self, pure):
+        """``jax.jit`` of ``pure`` (``functional``'s ``(key, values, *args) -> (outputs, key, values)``) over the
+        learners' mesh: ``(stacked key data, replicated values, *stacked args) -> (stacked outputs, stacked key data,
+        replicated values)``."""
+        from jax.sharding import PartitionSpec as P
+        tree_map, axis, mesh = jax.tree_util.tree_map, self.axis, self.group.mesh
+
+        def learner(key_data, values, *args):
+            key = jax.random.wrap_key_data(key_data[0], impl=self._impl)
+            outputs, key, values = pure(key, values, *tree_map(lambda x: x[0], args))
+            return tree_map(lambda x: x[None], outputs), jax.random.key_data(key)[None], values
+
+        def program(key_data, values, *args):
+            mapped = jax.shard_map(learner, mesh=mesh, in_specs=(P(axis), P()) + (P(axis),) * len(args),
+                                   out_specs=(P(axis), P(axis), P()), check_vma=False)
+            return mapped(key_data, values, *args)
+        return jax.jit(program)
+
+    def run(self, compiled, key, values, dyn):
+        """Runs ``compiled`` (from ``compile``) on this learner's ``key``, ``values`` and arguments ``dyn``; returns
+        its outputs (numpy), next key and new values (local arrays, None where unchanged).
+
+        Raises:
+            RLGraphRuntimeError: A host call of the program failed (its own message).
+            RLGraphLearnerGroupError: The all-reduce failed (another learner died or left the group), or did not
+                complete within the group's ``timeout_s`` (plus ``COMPILE_ALLOWANCE_S`` on a program's first run).
+        """
+        if self._impl is None:
+            self._impl = jax.random.key_impl(key)
+        key_data, values, dyn = self._place(key, values, dyn)
+
+        def execute():
+            with _random_bits():
+                out = compiled(key_data, values, *dyn)
+                return jax.block_until_ready(out)  # A failure fails here, before any state changes.
+        signature = (id(compiled), tuple((x.shape, x.dtype) for x in jax.tree_util.tree_leaves(dyn)))
+        first = signature not in self._warm
+        timeout = self.group.timeout_s + (COMPILE_ALLOWANCE_S if first else 0.0)
+        try:
+            try:
+                outputs, key_data, values = self._runner.run(execute, timeout)
+            except TimeoutError:
+                raise RLGraphLearnerGroupError(
+                    f"learner {self.group.rank}: the gradient all-reduce over {self.size} JAX learners did not "
+                    f"complete within {timeout:g} s (a learner stopped answering, or fell out of step).") from None
+            self._warm.add(signature)
+            outputs = jax.tree_util.tree_map(lambda x: np.array(self._local(x))[0], outputs)
+            key = jax.random.wrap_key_data(np.asarray(self._local(key_data))[0], impl=self._impl)
+            values = [None if v is None else self._home(i, v) for i, v in enumerate(values)]
+        except (RLGraphError, *untraceable_errors()):
+            raise
+        except (jax.errors.JaxRuntimeError, ValueError, RuntimeError) as e:
+            if re.search(r"RLGraph\w*Error: ", str(e)):
+                raise RLGraphRuntimeError(_runtime_message(e)) from None
+            if isinstance(e, jax.errors.JaxRuntimeError) or re.search(r"gloo|collective|all-?reduce|peer", str(e),
+                                                                        re.IGNORECASE):
+                text = " ".join(str(e).split())[:300]
+                raise RLGraphLearnerGroupError(
+                    f"learner {self.group.rank}: the gradient all-reduce over {self.size} JAX learners failed (a "
+                    f"learner died or left the group): {text}") from None
+            raise
+        return outputs, key, values
+
+    def untraced(self, name, scope, why):
+        """The message refusing an update method that cannot run as one traced program over the learners."""
+        return (f"API method '{name}' of '{scope}' cannot be traced by jax.jit ({why}), so its gradients cannot be "
+                f"all-reduced over the {self.size} distributed JAX learners; distributed learners need update methods "
+                f"that trace (use backend 'tf' or 'pytorch' for this graph).")
+
+    def _place(self, key, values, dyn):
+        """The program's inputs: the key data and ``dyn`` stacked (this learner's rows), ``values`` replicated (the
+        global arrays of the last call's outputs where a variable still holds one, no copy)."""
+        leaves, tree = jax.tree_util.tree_flatten([jax.random.key_data(key), list(dyn)])
+        placed = jax.device_put([np.asarray(x)[None] for x in leaves], self.device)
+        key_data, dyn = jax.tree_util.tree_unflatten(tree, [
+            jax.make_array_from_single_device_arrays((self.size,) + x.shape[1:], self.stacked, [x]) for x in placed])
+        out, missing = list(values), []
+        for i, v in enumerate(values):
+            if v is not None:
+                cached = self._replicas.get(i)
+                if cached is not None and cached[0] is v:
+                    out[i] = cached[1]
+                else:
+                    missing.append(i)
+        if missing:
+            local = jax.device_put([values[i] for i in missing], self.device)
+            for i, x in zip(missing, local):
+                out[i] = jax.make_array_from_single_device_arrays(tuple(x.shape), self.replicated, [x])
+                self._replicas[i] = (values[i], out[i])
+        return key_data, out, dyn
+
+    def _home(self, i, value):
+        """This learner's copy of a new replicated ``value`` (variable ``i``), kept for the next call."""
+        local = self._local(value)
+        self._replicas[i] = (local, value)
+        return local
+
+    def _local(self, x):
+        return x.addressable_shards[0].data
+
+
+#: Seconds the first run of an update program over distributed learners may take beyond the group's timeout (every
+#: learner traces and compiles it before the all-reduce).
+COMPILE_ALLOWANCE_S = 300.0
+
+
+class _BoundedRunner:
+    """Runs calls one at a time in a daemon thread and waits at most a timeout for each: an all-reduce of XLA's CPU
+    collectives blocks until every learner takes part, with no deadline of its own (a learner that stopped without
+    dying would hang the others). A call still running after its timeout is left behind (the thread is a daemon; it
+    ends when the collective fails, e.g. once the stopped learner is killed)."""
+
+    def __init__(self, name):
+        self.name = name
+        self._jobs = queue.SimpleQueue()
+        self._thread = None
+
+    def run(self, fn, timeout):
+        """``fn()``'s result (or its exception); ``TimeoutError`` after ``timeout`` seconds."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name=self.name, daemon=True)
+            self._thread.start()
+        job = [fn, threading.Event(), None, None]  # fn, done, result, error
+        self._jobs.put(job)
+        if not job[1].wait(timeout):
+            raise TimeoutError(f"no result within {timeout} s")
+        if job[3] is not None:
+            raise job[3]
+        return job[2]
+
+    def _serve(self):
+        while True:
+            job = self._jobs.get()
+            try:
+                job[2] = job[0]()
+            except BaseException as e:  # noqa: BLE001 - handed to the waiting caller.
+                job[3] = e
+            finally:
+                job[1].set()
 
 
 def _layout(x):

@@ -3,7 +3,7 @@
 Synchronous data-parallel learning over processes (and machines): every learner computes the gradients of
 its own batch, the gradients are averaged over all learners by an all-reduce, and every learner applies the
 same averaged gradients, so all learners keep one set of weights (as Horovod's ring all-reduce, Sergeev and
-Del Balso 2018, and ``tf.distribute.MultiWorkerMirroredStrategy`` do). Two implementations, one per backend:
+Del Balso 2018, and ``tf.distribute.MultiWorkerMirroredStrategy`` do). One implementation per backend:
 
 - PyTorch: ``torch.distributed`` (gloo on CPUs, nccl when every learner has a CUDA device), one
   ``all_reduce`` of all gradients flattened into one buffer.
@@ -12,8 +12,11 @@ Del Balso 2018, and ``tf.distribute.MultiWorkerMirroredStrategy`` do). Two imple
   strategy to exist before TensorFlow runs anything in the process, so ``init_process_group`` must come
   first in a learner process.
 
-JAX has none yet: its executor runs towers over one process's devices, not the ``distributed_sync`` strategy, so
-``check_group_backend`` refuses it (with the distributed engine, before any learner process starts).
+- JAX: JAX's own multi-process runtime (``jax.distributed.initialize``, rank 0's address the coordinator; CPU
+  collectives over gloo). Every learner's update runs as one program over a ``Mesh`` of one device per learner
+  process (``shard_map``: each process feeds its own batch), and the gradients are averaged inside it by
+  ``lax.pmean``, an all-reduce XLA runs over the processes. ``jax.distributed.initialize`` must come before JAX
+  runs anything in the process (as TensorFlow's strategy), so ``init_process_group`` must come first here too.
 
 A process holds at most one group (``current_process_group``). The ``distributed_sync`` device strategy
 (``rlgraph.executors.distributed_sync``) uses it; the distributed engine (``rlgraph.engines.distributed``)
@@ -23,6 +26,8 @@ not a hang.
 import datetime
 import logging
 import os
+
+import numpy as np
 
 from rlgraph.utils.errors import (RLGraphBackendError, RLGraphError, RLGraphLearnerGroupError as LearnerGroupError,
                                   RLGraphSpecError)
@@ -36,11 +41,11 @@ class ProcessGroup:
     """One process's membership in the group of learner processes.
 
     Attributes:
-        backend: "tf" or "pytorch".
+        backend: "tf", "pytorch" or "jax".
         rank: This learner's index (0 writes checkpoints).
         world_size: The number of learner processes.
         addresses: One "host:port" per learner (TF: each learner's collective server; PyTorch: rank 0's
-            rendezvous address first).
+            rendezvous address first; JAX: rank 0's coordinator address first).
         timeout_s: Seconds a collective may wait for the other learners.
     """
 
@@ -155,6 +160,99 @@ class TFProcessGroup(ProcessGroup):
         return context.all_reduce(self.tf.distribute.ReduceOp.MEAN, dict(tensors))
 
 
+class JaxProcessGroup(ProcessGroup):
+    """JAX's multi-process runtime: ``jax.distributed.initialize`` with rank 0's address as the coordinator, CPU
+    collectives over gloo, one device per learner process in the group's ``mesh``.
+
+    The update programs of a ``distributed_sync`` executor run over ``mesh`` (``shard_map``, each process its own
+    batch on its own device, ``rlgraph.executors.jax_executor.LearnerSharding``); ``all_reduce_mean`` is
+    ``lax.pmean`` over the mesh's axis, which XLA runs as an all-reduce between the processes. The runtime is made
+    recoverable (``jax_enable_recoverability``): a learner that dies fails the others' next all-reduce at once
+    ("connection closed by peer") instead of JAX's coordination service aborting them after its heartbeat timeout.
+    XLA's collectives have no deadline of their own: the executor waits at most ``timeout_s`` for an update
+    (``LearnerSharding``; a program's first run, which compiles it, longer).
+
+    Attributes:
+        mesh: The ``jax.sharding.Mesh`` of one device per learner process (rank order), axis ``AXIS``.
+        device: This process's device in ``mesh`` (its first local device).
+    """
+
+    backend = "jax"
+    #: The mesh axis the learners' programs reduce over.
+    AXIS = "learners"
+
+    def __init__(self, rank, world_size, addresses, timeout_s):
+        super().__init__(rank, world_size, addresses, timeout_s)
+        from rlgraph.utils.backend import jax
+        _check_jax_not_started()
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        jax.config.update("jax_enable_recoverability", True)
+        timeout = max(1, int(round(self.timeout_s)))
+        try:
+            jax.distributed.initialize(coordinator_address=self.addresses[0], num_processes=self.world_size,
+                                       process_id=self.rank, initialization_timeout=timeout,
+                                       heartbeat_timeout_seconds=max(10, timeout), shutdown_timeout_seconds=timeout)
+        except RuntimeError as e:
+            if "before any JAX" in str(e):
+                raise RLGraphSpecError(f"distributed learners on JAX: {_one_line(e)}; call init_process_group before "
+                                       f"JAX runs anything.") from None
+            raise LearnerGroupError(f"learner {self.rank}: could not join the group of {self.world_size} learners at "
+                                    f"{self.addresses[0]} within {self.timeout_s:g} s: {_one_line(e)}") from None
+        except Exception as e:  # The coordinator's deadline, a refused port, ...
+            raise LearnerGroupError(f"learner {self.rank}: could not join the group of {self.world_size} learners at "
+                                    f"{self.addresses[0]} within {self.timeout_s:g} s: {_one_line(e)}") from None
+        self.jax = jax
+        first = {}
+        for device in jax.devices():  # The default backend's devices of all processes.
+            first.setdefault(device.process_index, device)
+        if sorted(first) != list(range(self.world_size)):
+            raise LearnerGroupError(f"learner {self.rank}: JAX sees devices of processes {sorted(first)}, expected "
+                                    f"{self.world_size} learner processes.")
+        self.device = first[self.rank]
+        from jax.sharding import Mesh
+        self.mesh = Mesh(np.array([first[r] for r in range(self.world_size)]), (self.AXIS,))
+
+    def all_reduce_mean(self, tensors):
+        """The means over the learners of ``tensors`` (any pytree of arrays); only inside a program over ``mesh``
+        (``shard_map`` with axis ``AXIS``): XLA all-reduces them between the processes, as one flat buffer per
+        dtype (one collective per dtype, not one per tensor: each is a round trip between the processes)."""
+        jax = self.jax
+        leaves, tree = jax.tree_util.tree_flatten(tensors)
+        out = list(leaves)
+        by_dtype = {}
+        for i, leaf in enumerate(leaves):
+            by_dtype.setdefault(jax.numpy.result_type(leaf), []).append(i)
+        for indices in by_dtype.values():
+            flat = jax.lax.pmean(jax.numpy.concatenate([jax.numpy.ravel(leaves[i]) for i in indices]), self.AXIS)
+            offset = 0
+            for i in indices:
+                size = int(np.prod(np.shape(leaves[i]), dtype=np.int64))
+                out[i] = flat[offset:offset + size].reshape(np.shape(leaves[i]))
+                offset += size
+        return jax.tree_util.tree_unflatten(tree, out)
+
+    def destroy(self):
+        try:
+            self.jax.distributed.shutdown()
+        except Exception as e:  # Best effort: the peers may be gone.
+            logger.warning("Leaving the JAX distributed runtime failed: %s", _one_line(e))
+
+
+def _check_jax_not_started():
+    """Refuses a process in which JAX has initialised its backends: ``jax.distributed.initialize`` is too late there
+    (a JAX without the private check passes: initialize's own error then says it)."""
+    try:
+        from jax._src import xla_bridge
+        started = bool(xla_bridge.backends_are_initialized())
+    except Exception:
+        return
+    if started:
+        raise RLGraphSpecError(
+            "distributed learners on JAX: jax.distributed.initialize must come before JAX runs anything in the "
+            "process, and JAX has run already; start learners with `rlgraph train CONFIG --engine distributed` "
+            "in a fresh process (or call init_process_group first).")
+
+
 class HorovodProcessGroup(ProcessGroup):
     """The optional Horovod adapter (``pip install rlgraph[horovod]``): gradients averaged by Horovod's ring
     all-reduce (Sergeev and Del Balso 2018) instead of the backend's own collectives.
@@ -204,31 +302,24 @@ class HorovodProcessGroup(ProcessGroup):
 ALL_REDUCE = ("native", "horovod")
 
 #: The backends with a gradient all-reduce over learner processes (``init_process_group``).
-GROUP_BACKENDS = ("tf", "pytorch")
+GROUP_BACKENDS = ("tf", "pytorch", "jax")
 
 
 def check_group_backend(backend):
     """The canonical name of ``backend`` ("tensorflow" -> "tf"); refuses, before any learner process starts, a
-    backend without a gradient all-reduce over processes.
-
-    The JAX executor runs ``multi_device_sync`` towers over one process's XLA devices but has no
-    ``distributed_sync`` strategy (no gradient all-reduce over learner processes), so distributed JAX learners
-    would not keep one set of weights.
+    backend without a gradient all-reduce over processes, and JAX in a process where JAX has run already (its
+    learner group must come first).
 
     Raises:
         RLGraphBackendError: An unknown backend, or one not in ``GROUP_BACKENDS``.
+        RLGraphSpecError: JAX, where it has run in this process already.
     """
     from rlgraph.utils.backend import normalize_backend
     backend = normalize_backend(backend)
+    if backend == "jax":
+        _check_jax_not_started()
     if backend in GROUP_BACKENDS:
         return backend
-    if backend == "jax":
-        raise RLGraphBackendError(
-            "--engine distributed: the JAX backend has no gradient all-reduce over learner processes yet (its "
-            "executor runs multi_device_sync towers over one process's XLA devices, not the distributed_sync "
-            "strategy; issue 34); use "
-            "--backend pytorch or tf for distributed learners, or --engine ray / central for a JAX learner fed by "
-            "several actors.")
     raise RLGraphBackendError(f"--engine distributed: backend {backend!r} has no gradient all-reduce over learner "
                               f"processes; use one of {GROUP_BACKENDS}.")
 
@@ -237,20 +328,27 @@ def init_process_group(backend, rank, world_size, addresses, timeout_s=120.0, de
     """Makes this process learner ``rank`` of ``world_size``; returns its ``ProcessGroup``.
 
     Args:
-        backend: "tf" or "pytorch" (others are refused: ``check_group_backend``).
+        backend: "tf", "pytorch" or "jax" (others are refused: ``check_group_backend``).
         rank: This learner's index in [0, world_size).
         world_size: The number of learners.
-        addresses: One "host:port" per learner (TF servers; PyTorch rendezvous at ``addresses[0]``).
+        addresses: One "host:port" per learner (TF servers; PyTorch rendezvous and JAX coordinator at
+            ``addresses[0]``).
         timeout_s: Seconds a collective (and the rendezvous) may wait for the others.
         device: PyTorch: the learner's device ("cuda:i" selects nccl).
-        all_reduce: "native" (``torch.distributed`` / ``tf.distribute``) or "horovod" (the optional adapter).
+        all_reduce: "native" (``torch.distributed`` / ``tf.distribute`` / ``jax.distributed``) or "horovod" (the
+            optional adapter; TF and PyTorch).
 
     Raises:
-        RLGraphSpecError: A bad rank, address list, or a second group in this process.
-        RLGraphBackendError: A backend without an all-reduce over processes (JAX).
+        RLGraphSpecError: A bad rank, address list, a second group in this process, Horovod with JAX, or (JAX,
+            TensorFlow) a group created after the backend ran something in the process.
+        RLGraphBackendError: A backend without an all-reduce over processes.
         LearnerGroupError: The rendezvous failed.
     """
     global _current
+    from rlgraph.utils.backend import normalize_backend
+    if all_reduce == "horovod" and normalize_backend(backend) == "jax":
+        raise RLGraphSpecError("execution_spec.all_reduce 'horovod': Horovod has no JAX binding; JAX learners "
+                               "all-reduce through jax.distributed (all_reduce 'native').")
     backend = check_group_backend(backend)
     if _current is not None:
         raise RLGraphSpecError(f"distributed learners: this process already is {_current.describe()}.")
@@ -266,6 +364,8 @@ def init_process_group(backend, rank, world_size, addresses, timeout_s=120.0, de
         group = HorovodProcessGroup(backend, rank, world_size, addresses, timeout_s)
     elif backend == "tf":
         group = TFProcessGroup(rank, world_size, addresses, timeout_s)
+    elif backend == "jax":
+        group = JaxProcessGroup(rank, world_size, addresses, timeout_s)
     else:
         group = TorchProcessGroup(rank, world_size, addresses, timeout_s, device)
     _current = group
@@ -279,7 +379,8 @@ def current_process_group():
 
 
 def destroy_process_group():
-    """Leaves the group (PyTorch); TensorFlow's strategy stays until the process ends."""
+    """Leaves the group (PyTorch, JAX's runtime); TensorFlow's strategy stays until the process ends. JAX's devices
+    stay as the runtime made them: a process holds one JAX learner group in its life."""
     global _current
     if _current is not None:
         _current.destroy()
@@ -291,5 +392,6 @@ def _one_line(error):
     return text[:300] + ("..." if len(text) > 300 else "")
 
 
-__all__ = ["ALL_REDUCE", "GROUP_BACKENDS", "HorovodProcessGroup", "ProcessGroup", "check_group_backend",
+__all__ = ["ALL_REDUCE", "GROUP_BACKENDS", "HorovodProcessGroup", "JaxProcessGroup", "ProcessGroup",
+           "check_group_backend",
            "current_process_group", "destroy_process_group", "init_process_group"]

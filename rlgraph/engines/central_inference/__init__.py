@@ -3,7 +3,8 @@
 Actor processes (``env_actor``) import no deep-learning backend; they reach the inference server in the
 learner's process over a transport (``shm_transport``: shared memory on one machine). The server
 (``inference_server``) batches inference for all actors, keeps recurrent state per environment and assembles
-trajectories; ``central_engine`` ties them into a worker the ``Trainer`` drives. Importing this package
+trajectories; ``central_engine`` ties them into a worker the ``Trainer`` drives; ``buckets`` pads inference calls to
+few batch sizes where the backend compiles per input shape (JAX). Importing this package
 imports no backend either (the engine's agent imports happen when an engine is built).
 """
 

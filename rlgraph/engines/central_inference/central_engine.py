@@ -1,4 +1,13 @@
-"""The central-inference engine: backend-free actor processes, batched inference and learning in this process."""
+"""The central-inference engine: backend-free actor processes, batched inference and learning in this process.
+
+Batch-size buckets: the inference server's batch size varies with how many requests arrived (1 .. the largest
+batch of the run). Where the executor compiles an API method once per input shape (``compiles_per_shape``: JAX's
+``jax.jit``), the server pads each call along the batch axis to ``min(2 ** ceil(log2(n)), largest)`` rows, the next
+power of two capped at the largest batch the run can make (itself a bucket), with copies of a real row (never
+zeros), and slices the outputs back (``buckets``); recurrent states are padded and sliced alike, and the padding
+rows' outputs reach no actor, trajectory or recurrent state. ``act`` compiles once per bucket, not per batch size;
+TensorFlow (batch dimension None) and PyTorch run every batch as it is.
+"""
 import logging
 import os
 import time
@@ -192,6 +201,7 @@ class CentralInferenceEngine(RemoteActorEngine):
                     env_steps_lost=int(self.server.env_steps_lost), inference_calls=int(server.inference_calls),
                     mean_inference_batch_size=round(float(server.mean_batch_size), 2),
                     mean_inference_latency_ms=round(float(server.mean_latency_ms), 3),
+                    inference_padded_rows=int(server.padded_rows),
                     dropped_samples=int(server.dropped_samples), actors=actors,
                     execution_spec=self.spec.to_dict(redact=True),
                     **({"server_address": self.transport.address, "rejected_streams": self.transport.rejected}

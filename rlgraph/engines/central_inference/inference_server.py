@@ -5,6 +5,7 @@ import time
 import numpy as np
 import optree
 
+from rlgraph.engines.central_inference.buckets import bucket_size, largest_batch, pad_batch, unpad
 from rlgraph.workers.actor_loop import ActorLoop
 
 logger = logging.getLogger(__name__)
@@ -32,6 +33,12 @@ class InferenceServer:
     the actors are answered; then the completed steps become items for the learner (``add_step``), so the
     actors step their environments while the server assembles trajectories, feeds the learner and updates.
 
+    Batch-size buckets: where the actor's executor compiles per input shape (``compiles_per_shape``: JAX), each
+    inference call is padded to its bucket (``buckets.bucket_size``: the next power of two, capped at
+    ``largest_batch``) with copies of a real row (observation, environment id, so recurrent state and epsilon
+    too) and the padding rows' outputs are dropped before anything uses them: they reach no actor, no trajectory
+    and no recurrent state. ``act`` then compiles once per bucket, not once per batch size.
+
     Updates follow the learner's schedule (``Learner.updates_due``): unroll learners (IMPALA, APPO) learn once
     ``batch_columns`` environment columns are queued (the batch a local run learns from), replay learners by
     their replay ratio.
@@ -45,6 +52,11 @@ class InferenceServer:
         timeout_s: How long to wait for more actors to join a batch.
         batch_columns: Environment columns per update of an unroll learner (``Learner.set_batch_columns``; None:
             the learner's default).
+
+    Attributes:
+        largest_batch: The most rows one inference call can serve (the largest bucket).
+        pad_to_buckets: Whether calls are padded to their bucket (the actor's executor compiles per shape).
+        padded_rows: Padding rows added to inference calls so far.
     """
 
     def __init__(self, agent, transport, env_counts, obs_spec, batch_rows, timeout_s, batch_columns=None):
@@ -60,6 +72,9 @@ class InferenceServer:
         self.batch_rows = int(batch_rows)
         self.timeout_s = float(timeout_s)
         self.batch_columns = batch_columns
+        self.largest_batch = largest_batch(self.env_counts, self.batch_rows)
+        self.pad_to_buckets = bool(getattr(getattr(self.actor, "executor", None), "compiles_per_shape", False))
+        self.padded_rows = 0
         if batch_columns is not None:
             self.learner.set_batch_columns(batch_columns)
         # Fixed per-environment epsilons (Ape-X, R2D2 "apex") are spread over all actors' environments.
@@ -202,7 +217,7 @@ class InferenceServer:
             final_obs = optree.tree_unflatten(self.obs_spec, final_leaves)
             loop.carry_states(prev_extras, rewards, terminals | truncations, step_ids)
             transition = (prev_obs, prev_actions, rewards, final_obs, terminals, truncations, prev_extras, step_ids)
-        actions, extras = loop.act(obs, ids)
+        actions, extras = self._act(obs, ids)
         now = time.perf_counter()
         for k, r in enumerate(requests):
             rows = slice(int(starts[k]), int(starts[k + 1]))
@@ -227,6 +242,17 @@ class InferenceServer:
                 episodes.extend(r.episodes)
             results = self._learn()
         return steps, episodes, results
+
+    def _act(self, obs, ids):
+        """``loop.act(obs, ids)``, padded to the batch's bucket where the executor compiles per shape (the
+        padding rows: copies of the last row; their outputs dropped)."""
+        n = len(ids)
+        size = bucket_size(n, self.largest_batch) if self.pad_to_buckets else n
+        if size == n:
+            return self.loop.act(obs, ids)
+        self.padded_rows += size - n
+        obs, ids = pad_batch((obs, ids), size)
+        return unpad(self.loop.act(obs, ids), n)
 
     def _learn(self):
         """The updates the learner's schedule asks for now."""

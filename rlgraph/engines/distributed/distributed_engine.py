@@ -28,7 +28,8 @@ class DistributedEngine(Engine):
     Every learner steps its own vector of environments (``envs_per_learner``, default the config's
     ``num_envs`` divided over the learners) with its own agent and learns on what it collected; the update
     API methods all-reduce their gradients over the learners (``tf.distribute.MultiWorkerMirroredStrategy``
-    on TensorFlow, ``torch.distributed`` on PyTorch: the ``distributed_sync`` device strategy), so all
+    on TensorFlow, ``torch.distributed`` on PyTorch, ``jax.distributed`` on JAX: the ``distributed_sync`` device
+    strategy), so all
     learners apply the same steps and keep one set of weights. Learner 0 runs in this process and is the
     ``Trainer``'s engine (progress, evaluation, checkpoints); the others follow its commands over a control
     channel (framed JSON and raw arrays over TCP, nothing unpickled). Without ``learner_addresses`` the other
@@ -50,8 +51,8 @@ class DistributedEngine(Engine):
     Args:
         config: The training config (a dict).
         env_kwargs: ``VectorEnv`` keywords of the run's environments.
-        backend: "tf" or "pytorch" (JAX is refused before any process starts: its executor has no gradient
-            all-reduce over processes yet, ``process_group.check_group_backend``).
+        backend: "tf", "pytorch" or "jax" (JAX is refused before any learner starts only where JAX already ran
+            in this process: ``jax.distributed`` must come first, ``process_group.check_group_backend``).
         spec: The ``ExecutionSpec`` (``num_learners``, ``learner_addresses``, ``envs_per_learner``,
             ``learner_timeout_s``).
         seed: The run's seed (learner r's environments get ``seed + 1000 r``, its agent ``seed + r``).

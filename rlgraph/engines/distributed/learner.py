@@ -71,7 +71,7 @@ def serve(config, env_kwargs, backend, spec, rank, seed, control_address, addres
     ``set_state`` (a run state); ``stop``.
     """
     from rlgraph.executors.process_group import check_group_backend, destroy_process_group, init_process_group
-    check_group_backend(backend)  # (JAX: refused before it joins anything.)
+    check_group_backend(backend)  # (JAX: refused where JAX ran already, before it joins anything.)
     host, port = control_address.rsplit(":", 1)
     channel = connect(host, int(port), spec.learner_timeout_s, f"learner 0's control channel")
     channel.send({"cmd": "hello", "rank": rank, "pid": os.getpid()})
