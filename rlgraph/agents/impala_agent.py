@@ -29,6 +29,8 @@ class IMPALAAgent(Agent):
     Args:
         unroll_length: Steps per unroll T.
         value_network_spec: A separate value network (None: a value head on the shared network).
+        policy_spec: Keywords of the ``ActorCriticPolicy``: ``action_adapter_spec`` (e.g. ``{"kernel_initializer":
+            {"type": "orthogonal", "gain": 0.01}}``, PPO's policy head) and ``value_kernel_initializer``.
         loss_spec: Keywords of ``IMPALALossFunction`` (``weight_entropy``, ``weight_baseline``, ``rho_bar``,
             ``c_bar``, ``time_reduction``, ...).
         reward_clipping: "clamp_one" or None.
@@ -53,15 +55,16 @@ class IMPALAAgent(Agent):
     #: algorithm component takes them).
     ARG_RULES = dict(unroll_length=Int(min=1), schedule_timesteps=Int(min=1), prev_action_reward=Bool(),
                      **{k: IMPALAAlgorithmComponent.ARG_RULES[k] for k in ("loss_spec", "reward_clipping",
-                                                                           "reward_scale")})
+                                                                           "reward_scale", "policy_spec")})
 
     def __init__(self, state_space, action_space, unroll_length=32, value_network_spec=None, loss_spec=None,
                  reward_clipping=None, reward_scale=1.0, prev_action_reward=False, schedule_timesteps=1_000_000,
-                 **kwargs):
+                 policy_spec=None, **kwargs):
         name = type(self).__name__
         args = check_args(name, IMPALAAgent.ARG_RULES, dict(
             unroll_length=unroll_length, schedule_timesteps=schedule_timesteps, prev_action_reward=prev_action_reward,
-            loss_spec=loss_spec, reward_clipping=reward_clipping, reward_scale=reward_scale))
+            loss_spec=loss_spec, reward_clipping=reward_clipping, reward_scale=reward_scale, policy_spec=policy_spec))
+        self.policy_spec = dict(args["policy_spec"] or {})
         self.unroll_length, self.schedule_timesteps = args["unroll_length"], args["schedule_timesteps"]
         self.value_network_spec = value_network_spec
         self.loss_spec = dict(loss_spec or {})
@@ -79,7 +82,7 @@ class IMPALAAgent(Agent):
             self.network_spec, self.action_space, self.optimizer_spec, preprocessing_spec=self.preprocessing_spec,
             value_network_spec=self.value_network_spec, loss_spec=self.loss_spec, discount=self.discount,
             reward_clipping=self.reward_clipping, reward_scale=self.reward_scale,
-            prev_action_reward=self.prev_action_reward)
+            prev_action_reward=self.prev_action_reward, policy_spec=self.policy_spec)
         self.recurrent = root.recurrent
         self.lstm_units = root.lstm_units
         state = self.state_space

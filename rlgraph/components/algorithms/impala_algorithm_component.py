@@ -6,7 +6,12 @@ from rlgraph.components.policies.actor_critic_policy import ActorCriticPolicy
 from rlgraph.components.preprocessing.clip import Clip
 from rlgraph.components.preprocessing.preprocessor_stack import PreprocessorStack
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
-from rlgraph.utils.validation import Mapping, Number, OneOf, Optional, check_args, spec_error
+from rlgraph.utils.validation import AnyOf, Mapping, Number, OneOf, Optional, Str, check_args, spec_error
+
+#: What ``policy_spec`` may set on the ``ActorCriticPolicy``: its action adapters' keywords and the value head's
+#: initializer (a name, ``{"type": name, **keywords}`` or a number: ``rlgraph.utils.initializers``).
+POLICY_KEYS = dict(action_adapter_spec=Mapping(), value_kernel_initializer=AnyOf(
+    Str(), Mapping(), Number(), what="an initializer: a name, a dict with 'type', or a number"))
 
 #: Keys of the network inputs when previous actions and rewards are fed to the network
 #: (``MultiInputStreamNetwork.input_network_specs`` must name these three streams).
@@ -74,19 +79,22 @@ class IMPALAAlgorithmComponent(Component):
     loss_keys_set = ("discount", "reward_clipping", "time_major")
     #: What the constructor's arguments must be (``rlgraph.utils.validation``).
     ARG_RULES = dict(loss_spec=Optional(Mapping()), discount=Number(min=0.0, max=1.0),
-                     reward_clipping=OneOf("clamp_one", None), reward_scale=Number(gt=0.0))
+                     reward_clipping=OneOf("clamp_one", None), reward_scale=Number(gt=0.0),
+                     policy_spec=Optional(Mapping(POLICY_KEYS)))
 
     def __init__(self, network_spec, action_space, optimizer_spec, preprocessing_spec=None, value_network_spec=None,
                  loss_spec=None, discount=0.99, reward_clipping=None, reward_scale=1.0, prev_action_reward=False,
-                 scope=None, **kwargs):
+                 policy_spec=None, scope=None, **kwargs):
         super().__init__(scope=scope, **kwargs)
         name = type(self).__name__
         args = check_args(name, IMPALAAlgorithmComponent.ARG_RULES, dict(
-            loss_spec=loss_spec, discount=discount, reward_clipping=reward_clipping, reward_scale=reward_scale))
+            loss_spec=loss_spec, discount=discount, reward_clipping=reward_clipping, reward_scale=reward_scale,
+            policy_spec=policy_spec))
         self.preprocessor = PreprocessorStack(preprocessing_spec=list(preprocessing_spec or []),
                                               scope="preprocessor")
         self.policy = ActorCriticPolicy(network_spec, action_space=action_space,
-                                        value_network_spec=value_network_spec, scope="policy")
+                                        value_network_spec=value_network_spec, scope="policy",
+                                        **dict(args["policy_spec"] or {}))
         self.reward_clipping = None if reward_clipping is None else Clip(-1.0, 1.0, scope="reward-clipping")
         loss_spec = dict(loss_spec or {})
         for key in self.loss_keys_set:
