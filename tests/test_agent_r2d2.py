@@ -14,6 +14,9 @@ from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
 from rlgraph.workers import VectorWorker
 from small_configs import FINAL_EVAL_FLOOR
 
+# The agent suites run on every graph backend (JAX too: rlgraph.tests.pytest_plugin, issue 34).
+pytestmark = pytest.mark.all_backends
+
 CONFIGS = os.path.join(os.path.dirname(__file__), "..", "configs")
 STATE, ACTION = FloatBox(shape=(4,)), IntBox(2)
 BURN_IN, TRAIN, N_STEP = 3, 8, 2
@@ -297,7 +300,11 @@ def test_burn_in_steps_carry_no_gradient(backend):
     other = dict(seqs, states=seqs["states"].copy())
     other["states"][:, :BURN_IN] += 1.0
     assert not np.isclose(agent.get_loss_and_gradients(other, init, w)[0], loss)
-    # Directly: no gradient reaches the burn-in inputs or the stored initial state.
+    # Directly: no gradient reaches the burn-in inputs or the stored initial state (TF and PyTorch differentiate
+    # the root's API method eagerly here; on JAX the gradients exist only inside the executor's program, and the
+    # equality with the agent without burn-in above is the check).
+    if backend == "jax":
+        return
     burn_in, train = agent.learner.split_sequences(seqs)
     args = [train, init, w, burn_in["states"], burn_in["resets"]]
     for wrt in (3, 1):

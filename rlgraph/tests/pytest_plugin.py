@@ -11,10 +11,11 @@ Which backends a test taking ``backend`` runs on:
 - Otherwise the default set: "tf" and "pytorch" (``rlgraph.utils.backend.BACKENDS``), and "jax" (issue 34) for the
   tests marked ``all_backends``, where JAX is installed. A test module opts in with
   ``pytestmark = pytest.mark.all_backends`` (a single test with the decorator): rlgraph's component and foundation
-  tests do (layers to optimizers, memories, the RL maths, the builder and executors: JAX adds ~150 CPU-seconds to
-  the suite, under CI's 3-minute allowance on 2 cores); the agent- and engine-level ones (agents built from configs,
-  learning runs, towers, Ray, the central and distributed engines) do not, as their JAX runs would cost CI minutes
-  each: they run on JAX with ``--backend jax``. ``$RLGRAPH_JAX_TESTS`` changes the default: ``all`` (JAX for every backend-parametrized
+  tests do (layers to optimizers, memories, the RL maths, the builder and executors), and so do the agent suites
+  (DQN/Ape-X, IMPALA/APPO, R2D2: agents built from configs, their updates, checkpoints and learning runs; the
+  longest JAX learning runs are in ``make test-all``); the engine-level ones (towers, Ray, the central and
+  distributed engines) do not, as their JAX runs would cost CI minutes each: they run on JAX with ``--backend jax``
+  (and have JAX tests of their own: tests/test_jax_*.py). ``$RLGRAPH_JAX_TESTS`` changes the default: ``all`` (JAX for every backend-parametrized
   test), ``none`` (for none), ``marked`` (the default). The marker's name holds no backend's name, so that
   ``-k jax`` / ``-k "not jax"`` still select by the backend in the test's id.
 
