@@ -184,14 +184,20 @@ def rllib_appo(actors, args):
         return f"RLlib not importable ({type(e).__name__}: {e}); pip install 'ray[rllib]==2.60.*'"
     import gymnasium as gym
 
-    delay = args.delay_ms / 1000.0
+    from ray.tune.registry import register_env
+
+    # The same slow simulator as rlgraph's ``step_delay_ms``: one delay per vector step of all the runner's
+    # environments. RLlib steps its sub-environments one after another (gymnasium's SyncVectorEnv), so each
+    # sub-environment sleeps its share of the delay.
+    delay = args.delay_ms / 1000.0 / args.envs_per_actor
 
     class SlowCartPole(gym.Wrapper):
         def step(self, action):
-            time.sleep(delay)  # One simulator per env here: RLlib steps its sub-envs in a loop.
+            time.sleep(delay)
             return self.env.step(action)
 
-    algo = (APPOConfig().environment(lambda cfg: SlowCartPole(gym.make("CartPole-v1")))
+    register_env("rlgraph_slow_cartpole", lambda cfg: SlowCartPole(gym.make("CartPole-v1")))
+    algo = (APPOConfig().environment("rlgraph_slow_cartpole")
             .env_runners(num_env_runners=actors, num_envs_per_env_runner=args.envs_per_actor,
                          num_cpus_per_env_runner=min(1.0, args.nodes * args.node_cpus / actors))
             .build_algo())
