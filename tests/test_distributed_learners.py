@@ -143,11 +143,12 @@ def test_a_follower_whose_learner_0_never_answers_is_a_clear_error(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-def test_a_learner_that_dies_ends_the_run_with_its_name(tmp_path):
-    """SIGKILL of learner 1 mid-run: learner 0 stops within the timeout with an error naming learner 1."""
+def kill_learner_1_mid_run(tmp_path, backend, settle_s):
+    """Starts a 2-learner distributed run, SIGKILLs learner 1 ``settle_s`` after it is listed; returns (learner 0's
+    exit status, its stderr, learner 1's pid, the run's logdir)."""
     config = _small_appo(tmp_path, learner_timeout_s=10)
     logdir = tmp_path / "run"
-    with cli_process([config, "--backend", "pytorch", "--executor", "distributed", "--num-learners", "2",
+    with cli_process([config, "--backend", backend, "--engine", "distributed", "--num-learners", "2",
                       "--seconds", "300", "--logdir", str(logdir)]) as proc:
         deadline = time.monotonic() + 120
         pid = None
@@ -157,10 +158,16 @@ def test_a_learner_that_dies_ends_the_run_with_its_name(tmp_path):
             except (OSError, ValueError, KeyError):
                 time.sleep(0.2)
         assert pid is not None, "the run never listed its learners"
-        time.sleep(2.0)  # Let the learners train a little.
+        time.sleep(settle_s)  # Let the learners train a little.
         os.kill(pid, signal.SIGKILL)
         _, stderr = proc.communicate(timeout=90)
-    assert proc.returncode != 0
+    return proc.returncode, stderr, pid, logdir
+
+
+def test_a_learner_that_dies_ends_the_run_with_its_name(tmp_path):
+    """SIGKILL of learner 1 mid-run: learner 0 stops within the timeout with an error naming learner 1."""
+    returncode, stderr, pid, logdir = kill_learner_1_mid_run(tmp_path, "pytorch", settle_s=2.0)
+    assert returncode != 0
     assert "learner 1" in stderr and "died" in stderr, stderr[-3000:]
     assert not (logdir / "checkpoint").exists()  # A failing run writes no checkpoint.
     with pytest.raises(ProcessLookupError):

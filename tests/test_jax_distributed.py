@@ -22,8 +22,8 @@ pytest.importorskip("jax")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from small_configs import cli_process, run_cli, small_dqn_config  # noqa: E402
-from test_distributed_learners import _load, _run_workers, _small_appo  # noqa: E402
+from small_configs import run_cli, small_dqn_config  # noqa: E402
+from test_distributed_learners import _load, _run_workers, _small_appo, kill_learner_1_mid_run  # noqa: E402
 
 from rlgraph.engines.distributed.control import free_port  # noqa: E402
 
@@ -151,22 +151,8 @@ def test_a_stopped_jax_learner_fails_the_all_reduce_after_the_timeout():
 def test_a_dead_jax_learner_ends_the_run_with_its_name(tmp_path):
     """SIGKILL of learner 1 mid-run: learner 0's all-reduce fails at once (JAX's runtime is recoverable, so its
     coordinator does not abort learner 0), and the run stops with an error naming learner 1."""
-    config = _small_appo(tmp_path, learner_timeout_s=10)
-    logdir = tmp_path / "run"
-    with cli_process([config, "--backend", "jax", "--engine", "distributed", "--num-learners", "2",
-                      "--seconds", "300", "--logdir", str(logdir)]) as proc:
-        deadline = time.monotonic() + 120
-        pid = None
-        while pid is None and time.monotonic() < deadline and proc.poll() is None:
-            try:
-                pid = json.load(open(logdir / "processes.json"))["learners"]["1"]
-            except (OSError, ValueError, KeyError):
-                time.sleep(0.2)
-        assert pid is not None, "the run never listed its learners"
-        time.sleep(6.0)  # Builds, compiles, trains a little.
-        os.kill(pid, signal.SIGKILL)
-        _, stderr = proc.communicate(timeout=90)
-    assert proc.returncode != 0
+    returncode, stderr, _, logdir = kill_learner_1_mid_run(tmp_path, "jax", settle_s=6.0)  # Builds, compiles.
+    assert returncode != 0
     assert "learner 1" in stderr and "died" in stderr, stderr[-3000:]
     assert "Check failure" not in stderr and "Terminating process" not in stderr, stderr[-3000:]
     assert not (logdir / "checkpoint").exists()
