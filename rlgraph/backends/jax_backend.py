@@ -119,7 +119,7 @@ class JaxBackend(Backend):
                 var.value = value
 
     def create_variable(self, name, value, trainable, device=None):
-        var = JaxVariable(name, jax.numpy.array(value, copy=True), trainable)
+        var = JaxVariable(name, _to_device(np.array(value, copy=True)), trainable)
         building = self._building()
         if building is not None:
             building.append((var, var.value))
@@ -132,15 +132,15 @@ class JaxBackend(Backend):
         return np.array(var.value, copy=True)
 
     def assign_variable(self, var, value):
-        var.value = jax.numpy.asarray(np.asarray(value, dtype=var.dtype), dtype=var.dtype)
+        var.value = _to_device(np.array(value, dtype=var.dtype, copy=True))
 
     def to_backend(self, value):
         if isinstance(value, dict):
             return {k: self.to_backend(v) for k, v in value.items()}
         if isinstance(value, (tuple, list)):
             return tuple(self.to_backend(v) for v in value)
-        if isinstance(value, np.ndarray) and value.dtype.kind in "USO":
-            return value
+        if isinstance(value, np.ndarray):
+            return value if value.dtype.kind in "USO" else _to_device(value)
         return jax.numpy.asarray(value)
 
     def to_numpy(self, value):
@@ -273,7 +273,7 @@ class JaxGenerator:
 
     def set_state(self, state):
         """Continues the stream from ``get_state()``'s ``state``."""
-        self.key = jax.random.wrap_key_data(jax.numpy.asarray(np.asarray(state, dtype=np.uint32)))
+        self.key = jax.random.wrap_key_data(_to_device(np.array(state, dtype=np.uint32)))
 
 
 def functional(fn, variables=()):
@@ -463,3 +463,10 @@ def _loss_pass(fn, args, kwargs, tape, loss_call, variables, key, reduce_gradien
     if reduce_gradients is not None:
         grads = reduce_gradients(list(grads))
     return {id(var): g for var, g in zip(floats, grads)}
+
+
+def _to_device(array):
+    """A numpy array as a JAX array on the default device: ``jax.device_put`` (a transfer, the same dtypes as
+    ``jnp.asarray``), where ``jnp.asarray`` of a numpy array compiles a small program per shape and dtype (~40 ms
+    each; a build's variables made ~20 of them)."""
+    return jax.device_put(array)

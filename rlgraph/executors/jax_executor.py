@@ -126,6 +126,8 @@ class JaxExecutor(GraphExecutor):
     backend_name = "jax"
     compiles_per_shape = True
     op_generator = None
+    #: Whether programs on one device donate the buffers of the variables they change (``DonatingJit``).
+    donate = True
 
     def __init__(self, root_component, **kwargs):
         use_compilation_cache()
@@ -213,7 +215,11 @@ class JaxExecutor(GraphExecutor):
                 layout[:] = [_layout(out)]
                 return out
             pure = functional(traced, self._variables)
-            program = _Program(sharding.compile(pure) if learners else jax.jit(pure), layout)
+            if learners:
+                compiled = sharding.compile(pure)
+            else:  # Towers: the mesh's replicas of the variables are cached between calls (not donated).
+                compiled = jax.jit(pure) if sharding is not None or not self.donate else DonatingJit(pure)
+            program = _Program(compiled, layout)
             if key is not None:
                 programs[key] = program
             return program
@@ -278,15 +284,18 @@ class JaxExecutor(GraphExecutor):
             pure_step = functional(step, variables)
 
             def pure(key, values, rows, *dyn):
+                changed = set()  # The variables a step changes (known once the body is traced).
+
                 def body(carry, r):
                     key, values = carry
                     sliced = [map_batched_leaves(v, a, lambda x, ax: jax.numpy.take(x, r, axis=ax))
                               for v, a in zip(dyn, traced_axes)]
                     outputs, key, new = pure_step(key, values, *sliced)
+                    changed.update(i for i, n in enumerate(new) if n is not None)
                     return (key, [v if n is None else n.astype(v.dtype) for v, n in zip(values, new)]), outputs
                 (key, values), outputs = jax.lax.scan(body, (key, list(values)), rows)
-                return outputs, key, values
-            program = programs[constants] = _Program(jax.jit(pure), layout)
+                return outputs, key, [v if i in changed else None for i, v in enumerate(values)]
+            program = programs[constants] = _Program(DonatingJit(pure) if self.donate else jax.jit(pure), layout)
             return program
 
         def call(rows, dyn):
@@ -418,6 +427,74 @@ class _Program:
 
     def __init__(self, compiled, layout):
         self.compiled, self.layout, self.last_inputs = compiled, layout, None
+
+
+class DonatingJit:
+    """``jax.jit`` of a ``functional`` program ``pure(key, values, *args) -> (outputs, key, new values)`` that
+    donates the buffers of the variables the program changes: XLA writes their new values into the old ones' memory
+    (an update's weights and optimizer slots are not held twice), and the old arrays are deleted by the call.
+
+    Which variables a program changes (``new values`` not None), and whether it calls the host, is known from its
+    first trace (``jax.make_jaxpr``; the compiled program replays that trace's jaxpr for the same input signature,
+    so the component code is traced once, as without donation). A program that calls the host (a numpy memory's
+    ``io_callback``) donates nothing: a host call can fail while the program runs, after the donated buffers were
+    given away, and a failing call must leave the variables as they were. Programs whose variables are all
+    unchanged (acting) donate nothing either. A buffer that two variables share (one assigned the other's value) is
+    copied before the call, so that the other keeps its value.
+
+    Not used for programs over several devices (towers, distributed learners): their replicated variables are cached
+    between calls.
+
+    Attributes:
+        donated: Indices of the donated variables in ``values`` (None before the first call).
+    """
+
+    def __init__(self, pure):
+        self.pure = pure
+        self.donated = None
+        self._jitted = None
+
+    def __call__(self, key, values, *args):
+        if self._jitted is None:
+            self._jitted = self._compile(key, values, args)
+        if not self.donated:
+            return self._jitted(key, values, *args)
+        counts = {}
+        for v in values:
+            counts[id(v)] = counts.get(id(v), 0) + 1
+        donated = [values[i] for i in self.donated]
+        donated = [jax.numpy.copy(v) if counts[id(v)] > 1 else v for v in donated]
+        kept = list(values)
+        for i in self.donated:
+            kept[i] = None
+        return self._jitted(key, donated, kept, *args)
+
+    def _compile(self, key, values, args):
+        from jax.extend.core import jaxpr_as_fun
+        closed, shapes = jax.make_jaxpr(self.pure, return_shape=True)(key, values, *args)
+        in_tree = jax.tree_util.tree_structure((key, values, *args))
+        in_avals = [(a.shape, a.dtype) for a in closed.in_avals]
+        out_tree = jax.tree_util.tree_structure(shapes)
+        replay = jaxpr_as_fun(closed)
+        pure = self.pure
+
+        def program(key, values, *args):
+            leaves, tree = jax.tree_util.tree_flatten((key, values, *args))
+            if tree == in_tree and [(x.shape, x.dtype) for x in leaves] == in_avals:
+                return jax.tree_util.tree_unflatten(out_tree, replay(*leaves))  # The first trace, replayed.
+            return pure(key, values, *args)  # Another signature: traced anew.
+        changed = [i for i, new in enumerate(shapes[2]) if new is not None]
+        self.donated = [] if closed.effects else changed
+        if not self.donated:
+            return jax.jit(program)
+        donated = self.donated
+
+        def partitioned(key, donated_values, kept, *args):
+            values = list(kept)
+            for i, v in zip(donated, donated_values):
+                values[i] = v
+            return program(key, values, *args)
+        return jax.jit(partitioned, donate_argnums=(1,))
 
 
 class TowerSharding:
