@@ -295,7 +295,7 @@ def test_one_trace_per_signature_state_and_failed_checks(tmp_path):
 
 # --- the refusal -------------------------------------------------------------------------------------------------
 class TorchAndTFOnly(Component):
-    """A graph function written per backend without a JAX body (as an optimizer's was before issue 34, step 3)."""
+    """A graph function written per backend without a JAX body (a user's own, written for TF and PyTorch)."""
 
     def __init__(self):
         super().__init__(scope="per-backend")
@@ -319,12 +319,12 @@ class TorchAndTFOnly(Component):
         return x * 2.0
 
 
-def test_a_graph_function_without_a_jax_body_is_refused_naming_issue_34():
+def test_a_graph_function_without_a_jax_body_is_refused_saying_what_to_write():
     spaces = dict(x=FloatBox(shape=(3,), add_batch_rank=True))
     with pytest.raises(RLGraphBackendError) as info:
         ComponentTest(TorchAndTFOnly(), spaces, backend="jax")
     message = str(info.value)
-    assert "'per-backend'" in message and "_graph_fn_double" in message and "issue 34" in message
+    assert "'per-backend'" in message and "_graph_fn_double" in message and 'graph_fn(backend="jax")' in message
     assert "\n" not in message
     # The part without it builds and runs (an actor's build).
     test = ComponentTest(TorchAndTFOnly(), spaces, backend="jax", api_methods=["predict"])

@@ -4,7 +4,7 @@ Issue 34: layers, networks, policies, distributions, explorations, the RL maths,
 (step 3) optimizers: an update is one program with its gradients; with ``multi_device_sync`` towers that program is
 sharded over several XLA devices; with ``distributed_sync`` (distributed learners) it runs over one device per
 learner process, its gradients all-reduced between the processes. The build of a graph with a graph function that has
-no JAX body raises one line naming the component and issue 34.
+no JAX body raises one line naming the component and what to write.
 """
 import logging
 import os
@@ -149,7 +149,7 @@ class JaxExecutor(GraphExecutor):
             missing = _missing_jax_body(e)
             if missing is None:
                 raise
-            raise RLGraphBackendError(f"{missing} Not on JAX yet: {JAX_NOT_YET}") from None
+            raise RLGraphBackendError(f"{missing} To run it on JAX: {JAX_NOT_YET}") from None
         self._variables = list(self.variables().values())
         # The key stream continues where the build's draws (from the table's generator, seeded by the build) left.
         self.op_generator = JaxGenerator()
@@ -380,8 +380,8 @@ class JaxExecutor(GraphExecutor):
 
 
 #: What a build of a graph with a graph function lacking a JAX body appends to the line naming it.
-JAX_NOT_YET = ("the JAX backend lacks this graph function so far (issue 34); use backend 'tf' or 'pytorch' for "
-               "this graph.")
+JAX_NOT_YET = ("add a JAX body (@graph_fn(backend=\"jax\"), or one body for every backend written over self.ops), "
+               "or use backend 'tf' or 'pytorch' for this graph.")
 
 
 def _missing_jax_body(error):

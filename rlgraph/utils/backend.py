@@ -5,8 +5,9 @@ that import the real library on first attribute access, so a user with only one 
 rlgraph. After the first access, attribute look-ups on the proxy cost the same as on the real module.
 
 "jax" builds and runs component graphs through ``rlgraph.executors.jax_executor.JaxExecutor`` (issue 34): graphs
-whose graph functions all have a JAX body; the build of any other graph raises one line naming the component and
-issue 34 (``rlgraph.executors.jax_executor.JAX_NOT_YET``). It is never the default backend.
+whose graph functions all have a JAX body; the build of any other graph (a user's graph function written for TF or
+PyTorch only) raises one line naming the component and what to write
+(``rlgraph.executors.jax_executor.JAX_NOT_YET``). It is never the default backend.
 """
 import contextlib
 import importlib
@@ -36,8 +37,8 @@ def normalize_backend(name, graphs=True):
     Args:
         name: A backend spelling ("tf", "tensorflow", "torch", "jax", ...).
         graphs: The backend is chosen to build component graphs (an agent's, an executor's, a graph
-            function's). Every backend builds graphs now; a JAX build refuses, naming issue 34, graphs with graph
-            functions that have no JAX body yet (``JaxExecutor``). Kept for callers that pass it.
+            function's). Every backend builds graphs now; a JAX build refuses graphs with graph functions that
+            have no JAX body (``JaxExecutor``). Kept for callers that pass it.
     """
     key = str(name).strip().lower()
     if key not in BACKEND_ALIASES:
