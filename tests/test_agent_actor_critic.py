@@ -100,7 +100,7 @@ def test_cartpole_configs_build_act_and_update(backend, name):
     assert result["num_updates"] == (config(name).get("num_epochs", 1) * config(name).get("num_minibatches", 1))
 
 
-@pytest.mark.parametrize("name", ["impala_pong", "appo_pong", "appo_pong_42"])
+@pytest.mark.parametrize("name", ["impala_pong", "impala_pong_42", "appo_pong", "appo_pong_42"])
 def test_pong_configs_build_and_step(backend, name):
     pytest.importorskip("ale_py")
     cfg = config(name)

@@ -1,5 +1,8 @@
 """Variable initializers (rlgraph.utils.initializers): closed forms, keyword specs, clear errors, one set of
 initial weights on every backend, and the actor-critic policy's initializers from a config (``policy_spec``)."""
+import json
+import os
+
 import numpy as np
 import pytest
 
@@ -8,6 +11,8 @@ from rlgraph.spaces import FloatBox
 from rlgraph.tests import ComponentTest
 from rlgraph.utils.errors import RLGraphSpecError
 from rlgraph.utils.initializers import initial_value
+
+CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
 
 pytestmark = pytest.mark.all_backends
 
@@ -101,3 +106,22 @@ def test_policy_spec_sets_the_policy_and_value_heads_initializers():
 def test_a_bad_policy_spec_is_refused_naming_the_key(policy_spec):
     with pytest.raises(RLGraphSpecError, match="policy_spec"):
         _appo(policy_spec)
+
+
+@pytest.mark.parametrize("config", ["appo_pong_42", "impala_pong_42"])
+def test_the_shipped_pong_configs_start_from_a_uniform_policy(config):
+    """What made APPO lag the single-file PPO on Pong (issue 31, stop 41): Glorot-initialized heads gave a first
+    policy far from uniform that differed at random between states. The shipped Pong configs carry PPO's
+    initialization; their first policy must be near uniform over Pong's 6 actions on any frames."""
+    import gymnasium as gym
+
+    from rlgraph.agents import Agent
+    with open(os.path.join(CONFIGS, f"{config}.json")) as f:
+        spec = json.load(f)
+    spec = {k: v for k, v in spec.items() if k not in ("environment_spec", "execution_spec", "train_spec",
+                                                        "description")}
+    state_space = gym.spaces.Box(0, 255, (4, 42, 42), np.uint8)
+    agent = Agent.from_spec(spec, state_space=state_space, action_space=gym.spaces.Discrete(6), backend="pytorch")
+    frames = np.random.default_rng(0).integers(0, 256, (16, 4, 42, 42), dtype=np.uint8)
+    _, extras = agent.get_actions(frames, return_extras=True)
+    np.testing.assert_allclose(extras["log_probs"], -np.log(6.0), atol=0.02)

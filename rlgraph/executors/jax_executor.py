@@ -437,8 +437,10 @@ class DonatingJit:
     Which variables a program changes (``new values`` not None), and whether it calls the host, is known from its
     first trace (``jax.make_jaxpr``; the compiled program replays that trace's jaxpr for the same input signature,
     so the component code is traced once, as without donation). A program that calls the host (a numpy memory's
-    ``io_callback``) donates nothing: a host call can fail while the program runs, after the donated buffers were
-    given away, and a failing call must leave the variables as they were. Programs whose variables are all
+    ``host_call``, or a check of values, ``ops.check``: both ``io_callback`` s) donates nothing: a host call can fail
+    while the program runs, after the donated buffers were given away, and a failing call must leave the variables
+    as they were (a replay memory's sample checks its size, so DQN's and R2D2's updates do not donate; APPO's and
+    IMPALA's updates and a memory's inserts do). Programs whose variables are all
     unchanged (acting) donate nothing either. A buffer that two variables share (one assigned the other's value) is
     copied before the call, so that the other keeps its value.
 
