@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 
 from rlgraph import graph_fn, rlgraph_api
-from rlgraph.components import Component, NeuralNetwork, ReplayMemory
+from rlgraph.components import Component, ReplayMemory
 from rlgraph.components.optimizers import AdamOptimizer
 from rlgraph.spaces import FloatBox
 from rlgraph.tests import ComponentTest
 from rlgraph.utils.errors import RLGraphError, RLGraphRuntimeError
+from small_components import Regression
 
 jax = pytest.importorskip("jax")
 
@@ -20,34 +21,11 @@ X = RNG.normal(size=(32, 3)).astype(np.float32)
 Y = (np.sin(X[:, 0]) + X[:, 1] * X[:, 2]).astype(np.float32)
 
 
-class Regression(Component):
-    """An MLP, its MSE loss and an Adam optimizer; ``predict`` changes nothing."""
-
-    def __init__(self):
-        super().__init__(scope="regression")
-        self.network = NeuralNetwork({"type": "dense", "units": 8, "activation": "tanh"}, {"type": "dense", "units": 1})
-        self.optimizer = AdamOptimizer(0.05, clip_grad_norm=1.0)
-        self.add_components(self.network, self.optimizer)
-
-    @rlgraph_api
-    def update(self, x, y, time_percentage):
-        loss = self._graph_fn_loss(self.network.call(x), y)
-        return self.optimizer.step(self.network.variables(), loss, time_percentage)
-
-    @rlgraph_api
-    def predict(self, x):
-        return self.network.call(x)
-
-    @graph_fn
-    def _graph_fn_loss(self, predictions, y):
-        return self.ops.mean(self.ops.square(predictions[:, 0] - y))
-
-
 def _pair():
     """The same regression built twice on JAX, with and without donation (read when a program is first made), with
     the same weights."""
-    donating = ComponentTest(Regression(), SPACES, backend="jax")
-    plain = ComponentTest(Regression(), SPACES, backend="jax")
+    donating = ComponentTest(Regression(AdamOptimizer(0.05, clip_grad_norm=1.0)), SPACES, backend="jax")
+    plain = ComponentTest(Regression(AdamOptimizer(0.05, clip_grad_norm=1.0)), SPACES, backend="jax")
     plain.executor.donate = False
     plain.executor.set_weights(donating.executor.get_weights(trainable_only=False))
     return donating, plain

@@ -2,45 +2,18 @@
 import numpy as np
 import pytest
 
-from rlgraph import graph_fn, rlgraph_api
-from rlgraph.components import Component, NeuralNetwork
 from rlgraph.components.optimizers import AdamOptimizer, RMSPropOptimizer, SGDOptimizer
 from rlgraph.spaces import FloatBox
 from rlgraph.tests import ComponentTest
+from small_components import Regression
 
 pytest.importorskip("jax")
 pytest.importorskip("torch")
 
-LAYERS = ({"type": "dense", "units": 8, "activation": "tanh"}, {"type": "dense", "units": 1})
 SPACES = dict(x=FloatBox(shape=(3,), add_batch_rank=True), y=FloatBox(add_batch_rank=True), time_percentage=float)
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(32, 3)).astype(np.float32)
 Y = (np.sin(X[:, 0]) + X[:, 1] * X[:, 2]).astype(np.float32)
-
-
-class Regression(Component):
-    """A small MLP, an MSE loss written once over ``self.ops``, and an optimizer."""
-
-    def __init__(self, optimizer):
-        super().__init__(scope="regression")
-        self.network = NeuralNetwork(*LAYERS)
-        self.optimizer = optimizer
-        self.add_components(self.network, self.optimizer)
-
-    @rlgraph_api
-    def update(self, x, y, time_percentage):
-        loss = self._graph_fn_loss(self.network.call(x), y)
-        return self.optimizer.step(self.network.variables(), loss, time_percentage)
-
-    @rlgraph_api
-    def apply(self, x, y, time_percentage):
-        variables = self.network.variables()
-        gradients = self.optimizer.calculate_gradients(variables, self._graph_fn_loss(self.network.call(x), y))
-        return self.optimizer.apply_gradients(variables, gradients, time_percentage)
-
-    @graph_fn
-    def _graph_fn_loss(self, predictions, y):
-        return self.ops.mean(self.ops.square(predictions[:, 0] - y))
 
 
 OPTIMIZERS = {
