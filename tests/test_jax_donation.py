@@ -182,3 +182,20 @@ def test_execute_steps_donates_and_equals_one_without_donation():
     for k, v in plain.executor.get_weights(trainable_only=False).items():
         np.testing.assert_allclose(after[k], v, rtol=1e-5, atol=1e-7, err_msg=k)
     assert any(before[k].is_deleted() for k in before if "kernel" in k)
+
+
+def test_values_put_on_the_device_do_not_share_the_callers_numpy_memory():
+    """Variables set from numpy and converted inputs are copies (on a CPU, ``jax.device_put`` of a large enough
+    array would share its memory): a later write to the caller's array (a reused buffer) changes nothing, and a
+    donating insert never writes into it."""
+    test = ComponentTest(Memorizer(), dict(states=FloatBox(shape=(64,), add_batch_rank=True)), backend="jax")
+    storage = np.ones((1000, 64), np.float32)
+    test.executor.set_weights({"memorizer/replay-memory/storage": storage})
+    storage[:] = 7.0
+    test.test(("observe", [np.zeros((5, 64), np.float32)]))
+    stored = test.read_variable_values("memorizer/replay-memory/storage")
+    assert not stored[:5].any() and (stored[5:] == 1.0).all() and (storage == 7.0).all()
+    x = np.ones(1 << 16, np.float32)
+    converted = test.executor.backend.to_backend(x)
+    x[:] = 5.0
+    np.testing.assert_array_equal(np.asarray(converted), 1.0)

@@ -119,7 +119,7 @@ class JaxBackend(Backend):
                 var.value = value
 
     def create_variable(self, name, value, trainable, device=None):
-        var = JaxVariable(name, _to_device(np.array(value, copy=True)), trainable)
+        var = JaxVariable(name, _to_device(np.asarray(value)), trainable)
         building = self._building()
         if building is not None:
             building.append((var, var.value))
@@ -132,7 +132,7 @@ class JaxBackend(Backend):
         return np.array(var.value, copy=True)
 
     def assign_variable(self, var, value):
-        var.value = _to_device(np.array(value, dtype=var.dtype, copy=True))
+        var.value = _to_device(np.asarray(value, dtype=var.dtype))
 
     def to_backend(self, value):
         if isinstance(value, dict):
@@ -273,7 +273,7 @@ class JaxGenerator:
 
     def set_state(self, state):
         """Continues the stream from ``get_state()``'s ``state``."""
-        self.key = jax.random.wrap_key_data(_to_device(np.array(state, dtype=np.uint32)))
+        self.key = jax.random.wrap_key_data(_to_device(np.asarray(state, dtype=np.uint32)))
 
 
 def functional(fn, variables=()):
@@ -466,7 +466,8 @@ def _loss_pass(fn, args, kwargs, tape, loss_call, variables, key, reduce_gradien
 
 
 def _to_device(array):
-    """A numpy array as a JAX array on the default device: ``jax.device_put`` (a transfer, the same dtypes as
-    ``jnp.asarray``), where ``jnp.asarray`` of a numpy array compiles a small program per shape and dtype (~40 ms
-    each; a build's variables made ~20 of them)."""
-    return jax.device_put(array)
+    """A copy of a numpy array as a JAX array on the default device: ``jax.device_put`` (a transfer, the same dtypes
+    as ``jnp.asarray``), where ``jnp.asarray`` of a numpy array compiles a small program per shape and dtype (~40 ms
+    each; a build's variables made ~20 of them). ``may_alias=False``: on a CPU ``device_put`` would otherwise share
+    the numpy array's memory, so that the caller's later writes to it would change the JAX array."""
+    return jax.device_put(array, may_alias=False)
