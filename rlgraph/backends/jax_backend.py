@@ -466,8 +466,9 @@ def _loss_pass(fn, args, kwargs, tape, loss_call, variables, key, reduce_gradien
 
 
 def _to_device(array):
-    """A copy of a numpy array as a JAX array on the default device: ``jax.device_put`` (a transfer, the same dtypes
-    as ``jnp.asarray``), where ``jnp.asarray`` of a numpy array compiles a small program per shape and dtype (~40 ms
-    each; a build's variables made ~20 of them). ``may_alias=False``: on a CPU ``device_put`` would otherwise share
-    the numpy array's memory, so that the caller's later writes to it would change the JAX array."""
-    return jax.device_put(array, may_alias=False)
+    """A copy of a numpy array as a JAX array on the default device: ``jax.device_put`` of a private copy (the same
+    dtypes as ``jnp.asarray``), where ``jnp.asarray`` of a numpy array compiles a small program per shape and dtype
+    (~40 ms each; a build's variables made ~20 of them). The copy: on a CPU ``device_put`` may share the array's
+    memory or read it after returning (even with ``may_alias=False``), so a caller's later write to its array would
+    change the JAX array."""
+    return jax.device_put(np.array(array, copy=True))
