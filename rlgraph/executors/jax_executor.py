@@ -440,9 +440,9 @@ class DonatingJit:
     ``host_call``, or a check of values, ``ops.check``: both ``io_callback`` s) donates nothing: a host call can fail
     while the program runs, after the donated buffers were given away, and a failing call must leave the variables
     as they were (a replay memory's sample checks its size, so DQN's and R2D2's updates do not donate; APPO's and
-    IMPALA's updates and a memory's inserts do). Programs whose variables are all
-    unchanged (acting) donate nothing either. A buffer that two variables share (one assigned the other's value) is
-    copied before the call, so that the other keeps its value.
+    IMPALA's updates and a memory's inserts do). Programs that change no variable (acting) donate nothing either. A
+    buffer that two variables share (one assigned the other's value) is copied before the call, so that the other
+    keeps its value.
 
     Not used for programs over several devices (towers, distributed learners): their replicated variables are cached
     between calls.
