@@ -17,7 +17,9 @@ TensorBoard scalars), the learner's queue depth (APPO: the unroll batches each u
 learner process's CPU use (% of one core; and per env step, in microseconds: its updates, its loop over the
 actors' results, deserializing) and the whole machine's (% of all cores) over the run, the Ray
 object store's peak (plasma usage polled from the raylets) and, for central inference, the mean inference
-batch (rows) and latency. RLlib's APPO on the same slow environment is added where ``ray.rllib`` imports.
+batch (rows) and latency (from a request's arrival at the server to its answer) and the actors' mean wait per
+vector step (from sending a step to receiving its actions: the latency plus the time the request waited to be
+read). RLlib's APPO on the same slow environment is added where ``ray.rllib`` imports.
 
 Run: .venv/bin/python benchmarks/scaling.py [--quick] [--seconds 20] [--actors 2 4 8 16 32 64]
      [--delay-ms 2] [--envs-per-actor 4] [--nodes 4] [--node-cpus 2] [--backend pytorch]
@@ -159,7 +161,8 @@ def run_point(agent, engine, actors, args, execution, address=None):
                 learner_cpu=100 * cpu if cpu is not None else None,
                 machine_cpu=100 * (busy1[0] - busy0[0]) / max(busy1[1] - busy0[1], 1),
                 plasma_peak=max(plasma) if plasma else None, batch=summary.get("mean_inference_batch_size"),
-                latency=summary.get("mean_inference_latency_ms"), lost=summary.get("env_steps_lost", 0),
+                latency=summary.get("mean_inference_latency_ms"), wait=_mean_wait_ms(summary),
+                lost=summary.get("env_steps_lost", 0),
                 restarts=summary.get("actor_restarts", 0))
 
 
@@ -254,6 +257,12 @@ def per_step_costs(config_name, backend, envs, seconds, delay_ms=0.0):
     return sample_s, env_s, blobs / steps, pickle_s / steps
 
 
+def _mean_wait_ms(summary):
+    """Central inference: the actors' mean wait for actions per vector step (ms), or None."""
+    waits = [a["mean_wait_ms"] for a in summary.get("actors", []) if isinstance(a, dict) and "mean_wait_ms" in a]
+    return sum(waits) / len(waits) if waits else None
+
+
 def _fmt(value, spec, width):
     return f"{value:{spec}}".rjust(width) if value is not None else "-".rjust(width)
 
@@ -261,7 +270,7 @@ def _fmt(value, spec, width):
 HEADER = (f"{'agent':5} {'engine':12} {'actors':>6} {'env steps/s':>11} {'scaling':>7} {'upd/s':>6} "
           f"{'steps/upd':>9} {'lag':>5} {'queue':>5} {'RSS MB mid/peak':>15} {'learner%':>8} {'us/step':>7} {'box%':>5} "
           f"{'plasma MiB':>10} "
-          f"{'batch':>6} {'lat ms':>6}")
+          f"{'batch':>6} {'lat ms':>6} {'wait ms':>7}")
 
 
 def row(agent, label, actors, r, base):
@@ -275,7 +284,8 @@ def row(agent, label, actors, r, base):
            f"{_fmt(r['updates_per_s'], '.1f', 6)} {_fmt(r['steps_per_update'], '.0f', 9)} {_fmt(r['lag'], '.1f', 5)} "
            f"{_fmt(r.get('queue'), '.1f', 5)} {rss:>15} {_fmt(r['learner_cpu'], '.0f', 8)} {_fmt(per_step, '.0f', 7)} "
            f"{_fmt(r['machine_cpu'], '.0f', 5)} "
-           f"{_fmt(r['plasma_peak'], 'd', 10)} {_fmt(r['batch'], '.1f', 6)} {_fmt(r['latency'], '.2f', 6)}")
+           f"{_fmt(r['plasma_peak'], 'd', 10)} {_fmt(r['batch'], '.1f', 6)} {_fmt(r['latency'], '.2f', 6)} "
+           f"{_fmt(r['wait'], '.2f', 7)}")
     if r.get("lost") or r.get("restarts"):
         out += f"  (restarts {r['restarts']}, env steps lost {r['lost']})"
     return out
