@@ -200,16 +200,19 @@ def rllib_appo(actors, args):
             return self.env.step(action)
 
     register_env("rlgraph_slow_cartpole", lambda cfg: SlowCartPole(gym.make("CartPole-v1")))
-    # The env runners share the cluster's CPUs with RLlib's learner actor (1 CPU; rlgraph's learner is this
-    # process, outside the cluster's CPUs). RLlib 2.60 makes IMPALA/APPO's env runners pull their weights from an
+    # RLlib 2.60 makes IMPALA/APPO's env runners pull their weights from an
     # ``EnvRunnerStateServer`` actor at the start of every sample() (``use_env_runner_state_server``, on by
     # default); on this machine its runs then sampled nothing at all (``num_env_steps_sampled_lifetime`` stayed
     # 0 over minutes of train() calls, with 2 runners on a local Ray of 4 CPUs), and with it off they sample and
     # learn, so the benchmark turns it off: weights go to the runners by RLlib's previous push path.
-    cpus = (args.nodes * args.node_cpus - 1) / actors
+    # RLlib's learner actor asks for 1 whole CPU by default; with the runners' fractions packed on every raylet no
+    # raylet has one left at 32 runners (the build then waits forever), so it asks for 0.01 and the runners for
+    # 99% of the cluster, as rlgraph's learner (the driver) takes none of it.
     algo = (APPOConfig().environment("rlgraph_slow_cartpole")
             .env_runners(num_env_runners=actors, num_envs_per_env_runner=args.envs_per_actor,
-                         num_cpus_per_env_runner=min(1.0, cpus), use_env_runner_state_server=False)
+                         num_cpus_per_env_runner=min(1.0, 0.99 * args.nodes * args.node_cpus / actors),
+                         use_env_runner_state_server=False)
+            .learners(num_cpus_per_learner=0.01)
             .build_algo())
     start, steps = time.perf_counter(), 0
     while time.perf_counter() - start < args.seconds:
