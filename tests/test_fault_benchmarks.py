@@ -110,7 +110,9 @@ def test_sampler_reads_memory_descriptors_and_threads_of_a_process_tree(tmp_path
             "for _ in range(3): threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
             f"kid = subprocess.Popen([sys.executable, '-c', {ACTOR!r}])\n"
             # (Popen returns once exec has begun; the kernel sets the new command line a moment later.)
-            "while b'rlgraph-env-actor' not in open(f'/proc/{kid.pid}/cmdline', 'rb').read(): time.sleep(0.01)\n"
+            "for _ in range(1000):  # (At most 10 s; the test's assertions say what is missing after that.)\n"
+            "    if b'rlgraph-env-actor' in open(f'/proc/{kid.pid}/cmdline', 'rb').read(): break\n"
+            "    time.sleep(0.01)\n"
             "print('ready', flush=True); time.sleep(60)\n")
     root = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
