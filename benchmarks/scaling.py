@@ -262,7 +262,7 @@ def per_step_costs(config_name, backend, envs, seconds, delay_ms=0.0):
 
 def _mean_wait_ms(summary):
     """Central inference: the actors' mean wait for actions per vector step (ms), or None."""
-    waits = [a["mean_wait_ms"] for a in summary.get("actors", []) if isinstance(a, dict) and "mean_wait_ms" in a]
+    waits = [a["mean_wait_ms"] for a in summary.get("actors", []) if "mean_wait_ms" in a]
     return sum(waits) / len(waits) if waits else None
 
 
