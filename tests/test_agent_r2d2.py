@@ -51,9 +51,10 @@ def test_cartpole_config_builds_acts_and_learns_a_step(backend):
     assert out["results"] and np.isfinite(out["results"][-1]["loss"])
 
 
-def test_pong_config_builds_and_steps(backend):
+@pytest.mark.parametrize("name", ["r2d2_pong", "r2d2_pong_42"])
+def test_pong_config_builds_and_steps(backend, name):
     pytest.importorskip("ale_py")
-    cfg = config("r2d2_pong")
+    cfg = config(name)
     cfg["memory_spec"] = dict(cfg["memory_spec"], capacity=16, burn_in_length=2, train_length=6, overlap=4)
     cfg["n_step"] = 2
     cfg["update_spec"] = dict(cfg["update_spec"], batch_size=2, steps_before_update=8, update_interval=8)

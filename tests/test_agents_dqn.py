@@ -179,9 +179,10 @@ def test_learns_cartpole(backend, name, tmp_path):
     assert summary["eval_mean_return"] >= FINAL_EVAL_FLOOR, summary
 
 
-def test_apex_pong_config_builds_and_steps(backend):
+@pytest.mark.parametrize("name", ["apex_pong", "apex_pong_42"])
+def test_apex_pong_config_builds_and_steps(backend, name):
     pytest.importorskip("ale_py")
-    cfg = config("apex_pong")
+    cfg = config(name)
     cfg["memory_spec"]["capacity"] = 64
     cfg["update_spec"] = dict(cfg["update_spec"], batch_size=4, steps_before_update=8, update_interval=4)
     env = VectorEnv(cfg["environment_spec"]["env_spec"], num_envs=2, seed=0)
