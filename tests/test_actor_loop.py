@@ -242,3 +242,38 @@ def test_role_local_is_the_earlier_name_of_both(tmp_path):
     agent.set_run_state(state)
     with pytest.raises(RLGraphError, match="role"):
         make("dqn", role="placement")
+
+
+def test_the_ray_samplers_apex_items_get_their_priorities_in_one_call_equal_to_one_per_step():
+    """A ``sample`` call completes its items at its end (``Actor.process_item_list``): Ape-X's actor merges them
+    and computes their priorities in one executor call; they equal those computed step by step."""
+    from rlgraph.engines.ray.ray_sampler import RaySampler
+    sampler = RaySampler(0, config_of("apex"), dict(env_spec="CartPole-v1", num_envs=3, seed=3), "pytorch", 5, 0, 3)
+    actor, calls = sampler.actor, []
+    execute = actor.executor.execute
+
+    def recording_execute(method, *args):
+        calls.append(method)
+        return execute(method, *args)
+
+    actor.executor.execute = recording_execute
+    items, stats = sampler.sample(12)
+    assert calls.count("get_actor_priorities") == 1 and calls.count("get_actions_with_epsilon") == 12
+    assert len(items) == 1 and stats["num_items"] == len(items[0]["rewards"]) >= 3 * 10
+    (item,) = items
+    records = {k: item[k] for k in ("states", "actions", "rewards", "terminals", "next_states")}
+    # Step by step: the same rows in groups of three (one group per step), each group its own call.
+    per_step = np.concatenate([execute("get_actor_priorities", {k: v[i:i + 3] for k, v in records.items()})
+                               for i in range(0, len(item["rewards"]), 3)])
+    np.testing.assert_allclose(item["priorities"], per_step, rtol=1e-5, atol=1e-6)
+    assert np.all(item["priorities"] > 0)
+    # Other actors keep one item per step, each completed by process_items.
+    dqn = RaySampler(0, config_of("dqn"), dict(env_spec="CartPole-v1", num_envs=2, seed=3), "pytorch", 5, 0, 2)
+    items, _ = dqn.sample(5)
+    assert len(items) == 3  # (3-step returns: the first items at the third step.)
+
+
+def test_a_loop_that_defers_processing_takes_no_sink():
+    agent = make("apex")
+    with pytest.raises(RLGraphError, match="defer_processing .* needs no sink"):
+        ActorLoop(agent.actor, agent.make_trajectory_builder(), sink=agent.learner, defer_processing=True)

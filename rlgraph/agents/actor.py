@@ -123,6 +123,11 @@ class Actor:
         """Completes the builder's items before they leave the actor (e.g. Ape-X's initial priorities)."""
         return items
 
+    def process_item_list(self, item_list):
+        """Completes the items of many steps at once (``process_items`` of each, in order), for an engine that
+        gathers them before they leave (the Ray sampler); an actor may merge them into fewer, larger calls."""
+        return [self.process_items(items) for items in item_list]
+
     def restore_counters(self, timesteps, updates):
         """Sets the counters after a model was loaded (a stored model's weights are the learner's ``updates``)."""
         self.timesteps, self.weights_version = int(timesteps), int(updates)

@@ -1,5 +1,6 @@
 """The acting role of Ape-X: fixed epsilons per environment and actor-computed initial priorities."""
 import numpy as np
+import optree
 
 from rlgraph.agents.dqn_actor import DQNActor
 from rlgraph.components.explorations.exploration import apex_epsilon
@@ -14,7 +15,8 @@ class ApexActor(DQNActor):
     environment ``slot_offset + i`` of ``total_slots``). ``process_items`` adds
     "priorities" = |TD error| + epsilon of the n-step transitions under the actor's own network (the
     actor holds no target network; its online network bootstraps, as in the paper's actors that compute
-    priorities with their local copy of the network).
+    priorities with their local copy of the network); ``process_item_list`` does so for many steps' items
+    in one call.
 
     An actor that shares its graph with the learner (``priorities_in_learner``, role "both") leaves
     "priorities" out: the learner computes the same priorities in the same executor call as its insert
@@ -52,3 +54,11 @@ class ApexActor(DQNActor):
         records = {k: items[k] for k in ("states", "actions", "rewards", "terminals", "next_states")}
         items["priorities"] = self.executor.execute("get_actor_priorities", records)
         return items
+
+    def process_item_list(self, item_list):
+        """The items of many steps as one batch of rows with its priorities from one executor call (a call per
+        step would spend most of a small network's acting time on calls)."""
+        if self.priorities_in_learner or len(item_list) < 2:
+            return super().process_item_list(item_list)
+        merged = optree.tree_map(lambda *rows: np.concatenate(rows, axis=0), *item_list)
+        return [self.process_items(merged)]

@@ -41,14 +41,20 @@ class ActorLoop:
         num_envs: The number of environment ids (``0 .. num_envs - 1``) where ``act`` gets ``env_ids``: the
             recurrent state and fixed epsilons are kept for all of them. None: every call is for all
             environments, row ``i`` being id ``i``.
+        defer_processing: ``add_step`` returns the builder's items as they are, for the owner to complete many
+            steps' items at once (``Actor.process_item_list``) before they leave; needs ``sink`` None.
 
     Attributes:
         internal_states: The recurrent state per environment (a tuple of arrays, one row per environment id),
             or None: new episodes (or an actor without recurrent state). Its owner may set it (a restored run).
     """
 
-    def __init__(self, actor, builder, sink=None, check=None, num_envs=None):
+    def __init__(self, actor, builder, sink=None, check=None, num_envs=None, defer_processing=False):
+        if defer_processing and sink is not None:
+            raise RLGraphError("ActorLoop: defer_processing hands the items back unprocessed, so it needs no sink "
+                               "(a sink takes them completed).")
         self.actor = actor
+        self.defer_processing = bool(defer_processing)
         self.builder = builder
         self.sink = sink
         self.check = check
@@ -133,7 +139,8 @@ class ActorLoop:
 
     def add_step(self, states, actions, rewards, next_states, terminals, truncations, extras, env_ids=None):
         """The step's rows (``Actor.make_step``) into the builder; the items they complete, completed by the actor
-        (``Actor.process_items``), go to the sink; returns them (None if none).
+        (``Actor.process_items``; left as they are with ``defer_processing``), go to the sink; returns them (None if
+        none).
 
         Args:
             states, actions, rewards, next_states, terminals, truncations: The step (one row per environment;
@@ -147,7 +154,7 @@ class ActorLoop:
         items = self.builder.add(self.env_ids(num_rows) if env_ids is None else env_ids, step)
         if sink is not None:
             sink.observe_env_steps(num_rows)
-        if items is not None:
+        if items is not None and not self.defer_processing:
             items = actor.process_items(items)
             if sink is not None:
                 sink.add_items(items)

@@ -79,7 +79,8 @@ class RaySampler:
                                      backend=backend, seed=seed, role="actor")
         self.actor = self.agent.actor
         self.actor.place(slot_offset, total_slots)
-        self.loop = ActorLoop(self.actor, self.agent.make_trajectory_builder())
+        # The items of a ``sample`` call are completed at its end, in one go (``Actor.process_item_list``).
+        self.loop = ActorLoop(self.actor, self.agent.make_trajectory_builder(), defer_processing=True)
         self.obs = self.env.reset()
         #: The run's env steps as the engine last told them, plus this sampler's steps since (the exploration
         #: schedule's clock).
@@ -139,6 +140,7 @@ class RaySampler:
             if out is not None:
                 items.append(out)
             self.obs = next_obs
+        items = self.actor.process_item_list(items) if items else items
         for item in items:
             versions.append(np.ravel(_versions_of(item)))
         versions = np.concatenate(versions) if versions else np.zeros(0, np.int64)
