@@ -140,7 +140,7 @@ class RaySampler:
             if out is not None:
                 items.append(out)
             self.obs = next_obs
-        items = self.actor.process_item_list(items) if items else items
+        items = self.actor.process_item_list(items)
         for item in items:
             versions.append(np.ravel(_versions_of(item)))
         versions = np.concatenate(versions) if versions else np.zeros(0, np.int64)
