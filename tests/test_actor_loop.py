@@ -262,7 +262,8 @@ def test_the_ray_samplers_apex_items_get_their_priorities_in_one_call_equal_to_o
     assert len(items) == 1 and stats["num_items"] == len(items[0]["rewards"]) >= 3 * 10
     (item,) = items
     records = {k: item[k] for k in ("states", "actions", "rewards", "terminals", "next_states")}
-    # Step by step: the same rows in groups of three (one group per step), each group its own call.
+    # In small calls: the same rows in groups of three, each group its own call (a step's rows, but for the
+    # extra rows an episode's end flushes; a row's priority does not depend on the other rows of its call).
     per_step = np.concatenate([execute("get_actor_priorities", {k: v[i:i + 3] for k, v in records.items()})
                                for i in range(0, len(item["rewards"]), 3)])
     np.testing.assert_allclose(item["priorities"], per_step, rtol=1e-5, atol=1e-6)
