@@ -69,6 +69,8 @@ def test_config_errors():
         small_agent("pytorch", network_spec=[{"type": "dense", "units": 8}])
     with pytest.raises(RLGraphSpecError, match="train_length"):
         small_agent("pytorch", n_step=TRAIN)
+    with pytest.raises(RLGraphSpecError, match="value_rescaling"):
+        small_agent("pytorch", value_rescaling="no")
     with pytest.raises(RLGraphSpecError,
                        match=r"update_spec\.batchsize: unknown key 'batchsize'\. Did you mean 'batch_size'"):
         small_agent("pytorch", update_spec={"batchsize": 3})
@@ -82,6 +84,19 @@ def test_config_errors():
     with pytest.raises(RLGraphError, match="step_internal_states"):
         agent.observe(np.zeros((2, 4), np.float32), np.zeros(2, np.int64), np.zeros(2), np.zeros((2, 4)),
                       np.zeros(2, bool))
+
+
+def test_sequences_that_leave_steps_untrained_are_warned_about(caplog):
+    """A sequence trains on train_length - n_step steps; when sequences start further apart than that, the
+    steps between are never trained on: a warning says how many and which overlap trains every step."""
+    with caplog.at_level("WARNING", logger="rlgraph.components.algorithms.r2d2_algorithm_component"):
+        small_agent("pytorch", memory_spec=dict(SMALL["memory_spec"], overlap=BURN_IN + N_STEP))
+    assert "never trained" not in caplog.text
+    with caplog.at_level("WARNING", logger="rlgraph.components.algorithms.r2d2_algorithm_component"):
+        small_agent("pytorch", memory_spec=dict(SMALL["memory_spec"], overlap=2))
+    # Stride 11 - 2 = 9, trained 8 - 2 = 6: 3 of every 9 steps untrained; overlap 3 + 2 = 5 trains them all.
+    assert "train on 6 (train_length - n_step), so 3 of every 9 steps" in caplog.text
+    assert "burn_in_length + n_step = 5" in caplog.text
 
 
 def greedy_rollout(agent, obs):
@@ -219,10 +234,12 @@ def reference_q_values(agent, seqs, init):
     return np.stack(out)
 
 
-def reference_loss(q, r, a, term, boot, mask, w, n, gamma, eta=0.9):
-    """R2D2 on the training steps, Q_target = Q: the masked/bootstrap-step semantics written out per step."""
+def reference_loss(q, r, a, term, boot, mask, w, n, gamma, eta=0.9, rescale=True):
+    """R2D2 on the training steps, Q_target = Q: the masked/bootstrap-step semantics written out per step
+    (``rescale=False``: h is the identity)."""
+    hh, hh_inv = (h, h_inv) if rescale else ((lambda x: x), (lambda x: x))
     q = q.astype(np.float64)
-    v = h_inv(q.max(-1))                                   # Double Q with equal networks: argmax picks the max.
+    v = hh_inv(q.max(-1))                                  # Double Q with equal networks: argmax picks the max.
     B, T = r.shape
     per_item, priorities = [], []
     for b in range(B):
@@ -242,7 +259,7 @@ def reference_loss(q, r, a, term, boot, mask, w, n, gamma, eta=0.9):
                     break
             if not ended:
                 ret += gamma ** n * v[b, t + n]
-            tds[t] = h(ret) - q[b, t, a[b, t]]
+            tds[t] = hh(ret) - q[b, t, a[b, t]]
         per_item.append(np.mean(0.5 * tds ** 2))
         priorities.append(eta * np.abs(tds).max() + (1 - eta) * np.abs(tds).mean() + 1e-6)
     return float(np.mean(w * np.array(per_item))), np.array(priorities)
@@ -257,6 +274,15 @@ def test_sequence_loss_matches_numpy_reference(backend):
     part = {k: v[:, BURN_IN:] for k, v in seqs.items()}
     ref_loss, ref_priorities = reference_loss(q, part["rewards"], part["actions"], part["terminals"],
                                               part["bootstrap"], part["mask"], w, N_STEP, 0.9)
+    # Without the value rescaling (padding and bootstrap steps as with it): plain n-step double-Q targets.
+    plain = small_agent(backend, value_rescaling=False)
+    plain.set_weights(agent.get_weights())
+    plain.sync_target()
+    plain_loss, plain_priorities, _ = plain.get_loss_and_gradients(seqs, init, w)
+    ref_plain = reference_loss(q, part["rewards"], part["actions"], part["terminals"], part["bootstrap"],
+                               part["mask"], w, N_STEP, 0.9, rescale=False)
+    np.testing.assert_allclose((plain_loss, *plain_priorities), (ref_plain[0], *ref_plain[1]), rtol=1e-4)
+    assert not np.isclose(plain_loss, loss, rtol=1e-2)
     np.testing.assert_allclose(loss, ref_loss, rtol=1e-4)
     np.testing.assert_allclose(priorities, ref_priorities, rtol=1e-4)
     # Padding and bootstrap steps are out of the loss: changing what they hold (but a bootstrap step's state)

@@ -350,8 +350,10 @@ def h_inv(x, eps=1e-3):
     return np.sign(x) * (((np.sqrt(1.0 + 4.0 * eps * (np.abs(x) + 1.0 + eps)) - 1.0) / (2.0 * eps)) ** 2 - 1.0)
 
 
-def np_r2d2(q, qt, actions, rewards, terminals, weights, burn_in, n, gamma=0.997, eta=0.9):
-    """Kapturowski et al. 2019: y_t = h(sum_k gamma^k r_{t+k} + gamma^n h^-1(Q'(s_{t+n}, argmax Q(s_{t+n}))))."""
+def np_r2d2(q, qt, actions, rewards, terminals, weights, burn_in, n, gamma=0.997, eta=0.9, rescale=True):
+    """Kapturowski et al. 2019: y_t = h(sum_k gamma^k r_{t+k} + gamma^n h^-1(Q'(s_{t+n}, argmax Q(s_{t+n}))));
+    ``rescale=False``: h is the identity."""
+    hh, hh_inv = (h, h_inv) if rescale else ((lambda x: x), (lambda x: x))
     q, qt = q.astype(np.float64), qt.astype(np.float64)
     per_item, priorities, all_td = [], [], np.zeros(actions.shape)
     for b in range(q.shape[0]):
@@ -364,8 +366,8 @@ def np_r2d2(q, qt, actions, rewards, terminals, weights, burn_in, n, gamma=0.997
                     ended = True
                     break
             if not ended:
-                ret += gamma ** n * h_inv(qt[b, t + n, np.argmax(q[b, t + n])])
-            tds.append(h(ret) - q[b, t, actions[b, t]])
+                ret += gamma ** n * hh_inv(qt[b, t + n, np.argmax(q[b, t + n])])
+            tds.append(hh(ret) - q[b, t, actions[b, t]])
             all_td[b, t] = tds[-1]
         tds = np.array(tds)
         per_item.append(np.mean(0.5 * tds ** 2))
@@ -419,6 +421,15 @@ def test_r2d2_burn_in_steps_contribute_nothing(backend):
     np.testing.assert_array_equal(grad[:, :BURN_IN], 0.0)
     np.testing.assert_array_equal(grad[:, ST - N_STEP:], 0.0)
     assert np.all(np.abs(grad[:, BURN_IN:ST - N_STEP]).sum(axis=-1) > 0)
+
+
+def test_r2d2_loss_without_value_rescaling_matches_numpy(backend):
+    """``value_rescaling=False``: plain n-step double-Q targets."""
+    args = sequences(8)
+    test = ComponentTest(R2D2LossFunction(burn_in=BURN_IN, n_step=3, importance_weights=True, value_rescaling=False),
+                         R2D2_SPACES, backend=backend)
+    loss, priorities, _, _ = np_r2d2(*args, BURN_IN, 3, rescale=False)
+    test.test(("loss", args), expected_outputs=(loss, priorities), decimals=4)
 
 
 def test_r2d2_time_major_equals_batch_major(backend):

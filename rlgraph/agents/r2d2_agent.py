@@ -47,6 +47,8 @@ class R2D2Agent(Agent):
         eta: Priority mix (R2D2: 0.9).
         rescaling_epsilon: The epsilon of the value rescaling (R2D2: 1e-3).
         huber_loss: Huber instead of squared TD errors.
+        value_rescaling: Targets under R2D2's value rescaling h (default); False: plain n-step double-Q targets
+            (as Ape-X's, e.g. with clipped rewards).
         pad_episode_starts: Precede each episode by ``burn_in_length`` zero steps, its first step flagged in
             ``resets`` (the learner zeroes the LSTM state there), so the first window trains from the episode's
             first step on with the actor's exact (zero) state; without it the first ``burn_in_length`` steps of
@@ -64,18 +66,19 @@ class R2D2Agent(Agent):
     #: component takes them).
     ARG_RULES = dict(memory_spec=Optional(Mapping()), actor_epsilons=ACTOR_EPSILONS, schedule_timesteps=Int(min=1),
                      dueling=Bool(), huber_loss=Bool(), pad_episode_starts=Bool(),
-                     **{k: R2D2AlgorithmComponent.ARG_RULES[k] for k in ("n_step", "eta", "rescaling_epsilon")})
+                     **{k: R2D2AlgorithmComponent.ARG_RULES[k] for k in ("n_step", "eta", "rescaling_epsilon",
+                                                                         "value_rescaling")})
 
     def __init__(self, state_space, action_space, memory_spec=None, exploration_spec=None, actor_epsilons="apex",
                  update_spec=None, schedule_timesteps=100000, dueling=True, n_step=5, eta=0.9, rescaling_epsilon=1e-3,
-                 huber_loss=False, pad_episode_starts=True, **kwargs):
+                 huber_loss=False, pad_episode_starts=True, value_rescaling=True, **kwargs):
         kwargs.setdefault("discount", 0.997)
         if isinstance(actor_epsilons, tuple):
             actor_epsilons = list(actor_epsilons)
         args = check_args("R2D2Agent", R2D2Agent.ARG_RULES, dict(
             memory_spec=memory_spec, actor_epsilons=actor_epsilons, schedule_timesteps=schedule_timesteps,
             dueling=dueling, huber_loss=huber_loss, pad_episode_starts=pad_episode_starts, n_step=n_step, eta=eta,
-            rescaling_epsilon=rescaling_epsilon))
+            rescaling_epsilon=rescaling_epsilon, value_rescaling=value_rescaling))
         self.memory_spec = dict(DEFAULT_MEMORY_SPEC, **(memory_spec or {}))
         self.exploration_spec = exploration_spec or {"epsilon_spec": ["linear", 1.0, 0.05]}
         self.update_spec = check_update_spec("R2D2Agent", update_spec, DEFAULT_UPDATE_SPEC)
@@ -83,7 +86,7 @@ class R2D2Agent(Agent):
         self.actor_epsilons_spec = _actor_epsilons(args["actor_epsilons"])
         self.dueling, self.n_step, self.eta = args["dueling"], args["n_step"], args["eta"]
         self.rescaling_epsilon, self.huber_loss = args["rescaling_epsilon"], args["huber_loss"]
-        self.pad_episode_starts = args["pad_episode_starts"]
+        self.pad_episode_starts, self.value_rescaling = args["pad_episode_starts"], args["value_rescaling"]
         super().__init__(state_space, action_space, **kwargs)
 
     def build_root(self):
@@ -95,7 +98,7 @@ class R2D2Agent(Agent):
             self.network_spec, self.action_space, self.memory_spec, self.exploration_spec, self.optimizer_spec,
             preprocessing_spec=self.preprocessing_spec, dueling=self.dueling, n_step=self.n_step,
             discount=self.discount, eta=self.eta, rescaling_epsilon=self.rescaling_epsilon,
-            huber_loss=self.huber_loss)
+            huber_loss=self.huber_loss, value_rescaling=self.value_rescaling)
         self.lstm_units = units = root.lstm_units
         length = root.memory.sequence_length
         lstm_state = Tuple(FloatBox(shape=(units,)), FloatBox(shape=(units,)))

@@ -1,4 +1,6 @@
 """The root component of the R2D2 agent: recurrent Q-learning from stored sequences (Kapturowski et al. 2019)."""
+import logging
+
 from rlgraph.components.common.synchronizable import Synchronizable
 from rlgraph.components.component import Component
 from rlgraph.components.explorations.exploration import Exploration
@@ -11,7 +13,9 @@ from rlgraph.components.policies.dueling_policy import DuelingPolicy
 from rlgraph.components.policies.policy import Policy
 from rlgraph.components.preprocessing.preprocessor_stack import PreprocessorStack
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
-from rlgraph.utils.validation import Mapping, Int, Number, check_args, spec_error
+from rlgraph.utils.validation import Bool, Int, Mapping, Number, check_args, spec_error
+
+logger = logging.getLogger(__name__)
 
 #: The record key of the initial recurrent state of a stored sequence (the memory's ``state_key``).
 STATE_KEY = "internal_states"
@@ -85,22 +89,24 @@ class R2D2AlgorithmComponent(Component):
         eta: Priority mix of max and mean |TD error| (R2D2: 0.9).
         rescaling_epsilon: The epsilon of the value rescaling h (R2D2: 1e-3).
         huber_loss: Huber instead of squared TD errors.
+        value_rescaling: Targets under the value rescaling h (R2D2); False: plain n-step double-Q targets.
         priority_epsilon: Added to the priorities written back (keeps every sequence sampleable).
     """
 
     default_scope = "r2d2"
     #: What the constructor's arguments must be (``rlgraph.utils.validation``).
     ARG_RULES = dict(memory_spec=Mapping(), n_step=Int(min=1), discount=Number(min=0.0, max=1.0),
-                     eta=Number(min=0.0, max=1.0), rescaling_epsilon=Number(min=0.0), priority_epsilon=Number(min=0.0))
+                     eta=Number(min=0.0, max=1.0), rescaling_epsilon=Number(min=0.0), priority_epsilon=Number(min=0.0),
+                     value_rescaling=Bool())
 
     def __init__(self, network_spec, action_space, memory_spec, exploration_spec, optimizer_spec,
                  preprocessing_spec=None, dueling=True, n_step=5, discount=0.997, eta=0.9, rescaling_epsilon=1e-3,
-                 huber_loss=False, priority_epsilon=1e-6, scope=None, **kwargs):
+                 huber_loss=False, priority_epsilon=1e-6, value_rescaling=True, scope=None, **kwargs):
         super().__init__(scope=scope, **kwargs)
         owner = "R2D2AlgorithmComponent"
         args = check_args(owner, R2D2AlgorithmComponent.ARG_RULES, dict(
             memory_spec=memory_spec, n_step=n_step, discount=discount, eta=eta, rescaling_epsilon=rescaling_epsilon,
-            priority_epsilon=priority_epsilon))
+            priority_epsilon=priority_epsilon, value_rescaling=value_rescaling))
         n_step = args["n_step"]
         self.preprocessor = PreprocessorStack(preprocessing_spec=list(preprocessing_spec or []),
                                               scope="preprocessor")
@@ -123,12 +129,21 @@ class R2D2AlgorithmComponent(Component):
         if self.memory.train_length <= n_step:
             raise spec_error(owner, "memory_spec.train_length", f"must exceed n_step ({n_step}), got "
                              f"{self.memory.train_length}; the last n_step steps only bootstrap.")
+        untrained = self.memory.stride - (self.memory.train_length - n_step)
+        if untrained > 0:
+            logger.warning(
+                "%s: sequences start every %d steps (memory_spec: burn_in_length + train_length - overlap) but "
+                "train on %d (train_length - n_step), so %d of every %d steps of an episode are never trained on; "
+                "an overlap of burn_in_length + n_step = %d trains every step once.", owner, self.memory.stride,
+                self.memory.train_length - n_step, untrained, self.memory.stride, self.burn_in + n_step)
         self.exploration = Exploration.from_spec(dict(exploration_spec or {}, action_space=action_space),
                                                  _path="exploration_spec")
         # The burn-in steps are cut off before the loss: it sees only the training steps (burn_in=0).
         self.loss_function = R2D2LossFunction(burn_in=0, n_step=n_step, discount=discount, epsilon=rescaling_epsilon,
-                                              eta=eta, huber_loss=huber_loss, importance_weights=True)
-        self.value_rescaling = ValueFunctionRescaling(epsilon=rescaling_epsilon, scope="value-rescaling")
+                                              eta=eta, huber_loss=huber_loss, importance_weights=True,
+                                              value_rescaling=args["value_rescaling"])
+        self.value_rescaling = ValueFunctionRescaling(epsilon=rescaling_epsilon, enabled=args["value_rescaling"],
+                                                      scope="value-rescaling")
         self.optimizer = Optimizer.from_spec(optimizer_spec, _path="optimizer_spec")
         self.priority_epsilon = args["priority_epsilon"]
         self.add_components(self.preprocessor, self.policy, self.target_policy, self.memory, self.exploration,

@@ -16,6 +16,8 @@ class ValueFunctionRescaling(Component):
 
     Args:
         epsilon: The linear term's weight (>= 0); keeps h^-1 Lipschitz.
+        enabled: False makes both maps the identity (targets without rescaling, e.g. R2D2's
+            ``value_rescaling=False``).
 
     API:
         rescale(x [any shape]) -> h(x), same shape.
@@ -24,9 +26,10 @@ class ValueFunctionRescaling(Component):
 
     default_scope = "value-function-rescaling"
 
-    def __init__(self, epsilon=1e-3, scope=None, **kwargs):
+    def __init__(self, epsilon=1e-3, enabled=True, scope=None, **kwargs):
         super().__init__(scope=scope, **kwargs)
         self.epsilon = check_number(type(self).__name__, "epsilon", epsilon, low=0.0)
+        self.enabled = bool(enabled)
 
     def check_input_spaces(self, input_spaces, action_space=None):
         check_space(self, input_spaces, "x", "float", rank=None, ranks="any")
@@ -45,10 +48,14 @@ class ValueFunctionRescaling(Component):
 
     @graph_fn
     def _graph_fn_rescale(self, x):
+        if not self.enabled:
+            return x
         return x / (self.ops.sqrt(self.ops.abs(x) + 1.0) + 1.0) + self.epsilon * x
 
     @graph_fn
     def _graph_fn_inverse_rescale(self, x):
+        if not self.enabled:
+            return x
         ops = self.ops
         z = ops.abs(x) + 1.0 + self.epsilon
         root = 2.0 * z / (ops.sqrt(1.0 + 4.0 * self.epsilon * z) + 1.0)

@@ -12,7 +12,8 @@ class R2D2LossFunction(LossFunction):
 
     A sequence of T steps holds ``burn_in`` steps that only warm up the recurrent state, then the trained
     steps ``t`` in ``[burn_in, T - n_step)``; its last ``n_step`` steps only serve as bootstrap states. For a
-    trained step, with ``h`` the value rescaling (``ValueFunctionRescaling``, Pohlen et al. 2018):
+    trained step, with ``h`` the value rescaling (``ValueFunctionRescaling``, Pohlen et al. 2018; the identity with
+    ``value_rescaling=False``):
 
         a*_{t+n} = argmax_a Q(s_{t+n}, a)                                   (online network: double Q)
         y_t      = h(sum_{k<n} gamma^k r_{t+k} + gamma^n h^-1(Q_target(s_{t+n}, a*_{t+n})))
@@ -30,6 +31,7 @@ class R2D2LossFunction(LossFunction):
         n_step: The n of the n-step targets.
         discount: The discount factor gamma.
         epsilon: The value rescaling's epsilon (``h(x) = sign(x)(sqrt(|x|+1) - 1) + epsilon x``).
+        value_rescaling: Whether targets are rescaled by ``h`` (R2D2); False: plain n-step double-Q targets.
         eta: Mix of max and mean in the priorities.
         huber_loss: Use the Huber loss with ``huber_delta`` instead of ``0.5 delta^2``.
         huber_delta: Where the Huber loss turns from quadratic to linear.
@@ -53,12 +55,13 @@ class R2D2LossFunction(LossFunction):
                      eta=Number(min=0.0, max=1.0), huber_delta=Number(gt=0.0))
 
     def __init__(self, burn_in=40, n_step=5, discount=0.997, epsilon=1e-3, eta=0.9, huber_loss=False,
-                 huber_delta=1.0, importance_weights=False, time_major=False, scope=None, **kwargs):
+                 huber_delta=1.0, importance_weights=False, time_major=False, value_rescaling=True, scope=None,
+                 **kwargs):
         args = check_args(type(self).__name__, R2D2LossFunction.ARG_RULES, dict(
             burn_in=burn_in, n_step=n_step, discount=discount, epsilon=epsilon, eta=eta, huber_delta=huber_delta))
         self.n_step, self.discount = args["n_step"], args["discount"]
         self.time_major = bool(time_major)
-        self.value_rescaling = ValueFunctionRescaling(epsilon=args["epsilon"])
+        self.value_rescaling = ValueFunctionRescaling(epsilon=args["epsilon"], enabled=value_rescaling)
         self.n_step_returns = NStepReturns(n_step=self.n_step, discount=self.discount, time_major=self.time_major)
         super().__init__(self.value_rescaling, self.n_step_returns, scope=scope, **kwargs)
         self.burn_in = args["burn_in"]
