@@ -45,6 +45,8 @@ LONG_TESTS = {
     "test_agent_actor_critic.py::test_learns_cartpole[jax-impala_cartpole]": "~90 s; APPO on JAX stays",
     "test_agents_dqn.py::test_learns_cartpole[jax-apex_cartpole]": "~120 s; DQN on JAX stays",
     "test_agent_r2d2.py::test_learns_cartpole[jax]": "~150 s; R2D2's steps and losses on JAX stay",
+    "test_agent_r2d2.py::test_learns_catch_from_pixels[pytorch]": "~120 s; R2D2 learns Catch on TF in CI",
+    "test_agent_r2d2.py::test_learns_catch_from_pixels[jax]": "~150 s; R2D2 learns Catch on TF in CI",
     "test_agent_actor_critic.py::test_learns_catch_from_pixels[jax-impala_catch]": "~300 s; TF/PyTorch stay",
     "test_agent_actor_critic.py::test_learns_catch_from_pixels[jax-appo_catch]": "~150 s; TF/PyTorch stay",
 }

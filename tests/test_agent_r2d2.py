@@ -369,13 +369,13 @@ def eager_input_gradients(backend, agent, args, wrt):
 
 
 # --- learning -----------------------------------------------------------------------------------------------
-def train_cartpole(backend, seed, max_steps, tmp_path):
-    """``rlgraph train configs/r2d2_cartpole.json`` in a fresh process with a step budget (machine-independent);
-    the target is a greedy 20-episode evaluation mean of 450 (``train_spec.eval_every_steps``)."""
+def train_config(backend, seed, max_steps, tmp_path, config="r2d2_cartpole"):
+    """``rlgraph train configs/CONFIG.json`` in a fresh process with a step budget (machine-independent); the
+    target is the config's greedy evaluation (CartPole: a 20-episode mean of 450, ``train_spec.eval_every_steps``)."""
     import subprocess
     import sys
-    logdir = str(tmp_path / f"r2d2-{backend}")
-    cmd = [sys.executable, "-m", "rlgraph.cli", "train", os.path.join(CONFIGS, "r2d2_cartpole.json"), "--backend",
+    logdir = str(tmp_path / f"{config}-{backend}")
+    cmd = [sys.executable, "-m", "rlgraph.cli", "train", os.path.join(CONFIGS, f"{config}.json"), "--backend",
            backend, "--steps", str(max_steps), "--seed", str(seed), "--logdir", logdir]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -384,8 +384,18 @@ def train_cartpole(backend, seed, max_steps, tmp_path):
 
 
 @pytest.mark.slow
+def test_learns_catch_from_pixels(backend, tmp_path):
+    """R2D2 learns from pixels (a CNN and an LSTM on stacked uint8 frames, as on Atari): Catch, where a random
+    policy scores about -3.6 and the optimal one 5."""
+    summary = train_config(backend, seed=1, max_steps=400_000, tmp_path=tmp_path, config="r2d2_catch")
+    assert summary["target_measured_on"] == "greedy evaluation"
+    assert summary["steps_to_target"] is not None, summary
+    assert summary["eval_mean_return"] >= 4.0, summary
+
+
+@pytest.mark.slow
 def test_learns_cartpole(backend, tmp_path):
-    summary = train_cartpole(backend, seed=1, max_steps=300_000, tmp_path=tmp_path)
+    summary = train_config(backend, seed=1, max_steps=300_000, tmp_path=tmp_path)
     # Reached 450 in a greedy evaluation during training, and the final 20-episode evaluation agrees.
     assert summary["steps_to_target"] is not None, summary
     assert summary["eval_mean_return"] >= FINAL_EVAL_FLOOR, summary
