@@ -97,6 +97,12 @@ def test_sequences_that_leave_steps_untrained_are_warned_about(caplog):
     # Stride 11 - 2 = 9, trained 8 - 2 = 6: 3 of every 9 steps untrained; overlap 3 + 2 = 5 trains them all.
     assert "train on 6 (train_length - n_step), so 3 of every 9 steps" in caplog.text
     assert "burn_in_length + n_step = 5" in caplog.text
+    # Without an overlap, sequences overlap by burn_in_length + n_step: every step is trained once.
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="rlgraph.components.algorithms.r2d2_algorithm_component"):
+        agent = small_agent("pytorch", memory_spec={"capacity": 500, "burn_in_length": 4, "train_length": 10},
+                            n_step=3)
+    assert agent.root.memory.overlap == 7 and agent.root.memory.stride == 7 and "never trained" not in caplog.text
 
 
 def greedy_rollout(agent, obs):

@@ -11,8 +11,9 @@ from rlgraph.utils.validation import AnyOf, Bool, Int, ListOf, Mapping, Number, 
 
 DEFAULT_UPDATE_SPEC = dict(batch_size=64, update_interval=16, updates_per_interval=1, steps_before_update=2000,
                            sync_interval=2500)
-DEFAULT_MEMORY_SPEC = dict(type="sequence-replay", capacity=10000, burn_in_length=40, train_length=40, overlap=40,
-                           alpha=0.9, beta=0.6)
+#: Without an ``overlap``, sequences overlap by ``burn_in_length + n_step`` (every step trained once).
+DEFAULT_MEMORY_SPEC = dict(type="sequence-replay", capacity=10000, burn_in_length=40, train_length=40, alpha=0.9,
+                           beta=0.6)
 #: What ``actor_epsilons`` accepts (see ``R2D2Agent``).
 ACTOR_EPSILONS = Optional(AnyOf(
     OneOf("apex"), Mapping(dict(type=OneOf("apex"), base=Number(min=0.0, max=1.0), alpha=Number())),
@@ -33,7 +34,9 @@ class R2D2Agent(Agent):
 
     Args:
         memory_spec: The ``SequenceReplay``: ``capacity`` (sequences), ``burn_in_length``, ``train_length``,
-            ``overlap``, ``alpha``, ``beta`` (R2D2: 40, 40, 40, 0.9, 0.6).
+            ``overlap``, ``alpha``, ``beta`` (R2D2: 40, 40, 40, 0.9, 0.6). A sequence trains on its
+            ``train_length - n_step`` steps after the burn-in; the default ``overlap``, ``burn_in_length +
+            n_step``, starts a sequence where the previous one's trained steps end, so every step is trained once.
         exploration_spec: The epsilon schedule used when ``actor_epsilons`` is None, e.g.
             ``{"epsilon_spec": ["linear", 1.0, 0.02]}``.
         actor_epsilons: None (the schedule), "apex" (Ape-X epsilons over the environments), a dict
@@ -80,6 +83,10 @@ class R2D2Agent(Agent):
             dueling=dueling, huber_loss=huber_loss, pad_episode_starts=pad_episode_starts, n_step=n_step, eta=eta,
             rescaling_epsilon=rescaling_epsilon, value_rescaling=value_rescaling))
         self.memory_spec = dict(DEFAULT_MEMORY_SPEC, **(memory_spec or {}))
+        burn_in, train = self.memory_spec["burn_in_length"], self.memory_spec["train_length"]
+        if "overlap" not in self.memory_spec and isinstance(burn_in, int) and isinstance(train, int) \
+                and args["n_step"] < train:  # (else R2D2AlgorithmComponent refuses train_length)
+            self.memory_spec["overlap"] = burn_in + args["n_step"]
         self.exploration_spec = exploration_spec or {"epsilon_spec": ["linear", 1.0, 0.05]}
         self.update_spec = check_update_spec("R2D2Agent", update_spec, DEFAULT_UPDATE_SPEC)
         self.schedule_timesteps = args["schedule_timesteps"]
