@@ -202,6 +202,10 @@ def test_update_loss_matches_numpy_reference(backend, kind):
     np.testing.assert_allclose(result["loss"], expected, rtol=1e-4)
     np.testing.assert_allclose(result["entropy"], entropy.mean(), rtol=1e-5)
     np.testing.assert_allclose(result["mean_value"], values.mean(), rtol=1e-4, atol=1e-6)
+    if kind == "appo":  # How far the ratio to the behaviour policy is from 1 before the step.
+        assert_ratio_stats(result, np.exp(log_rhos), 0.2)
+    else:
+        assert "clip_fraction" not in result
     assert agent.updates == 1 and any(not np.allclose(before[k], v) for k, v in agent.get_weights().items())
 
 
@@ -247,6 +251,14 @@ def test_sample_minibatches_match_numpy_reference(backend):
     result = agent.executor.execute("update_samples", samples, given, 0.0)
     np.testing.assert_allclose(result["loss"], expected, rtol=1e-4)
     np.testing.assert_allclose(result["entropy"], flat(entropy).mean(), rtol=1e-5)
+    assert_ratio_stats(result, ratio, 0.2)
+
+
+def assert_ratio_stats(result, ratio, clip):
+    """An update's "approx_kl" and "clip_fraction" against numpy (KL's k3 estimator, Schulman 2020)."""
+    assert 0.0 < np.mean(np.abs(ratio - 1.0) > clip) < 1.0, "the test's ratios must be clipped only in part"
+    np.testing.assert_allclose(result["approx_kl"], np.mean(ratio - 1.0 - np.log(ratio)), rtol=1e-4)
+    np.testing.assert_allclose(result["clip_fraction"], np.mean(np.abs(ratio - 1.0) > clip), atol=1e-6)
 
 
 def test_sample_minibatches_take_the_ratio_against_the_policy_before_the_update(backend):

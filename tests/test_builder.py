@@ -217,6 +217,30 @@ def test_splitter_merger_and_indexing_records(backend):
     run_space = test.meta_graph.api["run"].outputs
     test.test(("index", [x]), expected_outputs=x["prev"]["action"])
     assert isinstance(run_space, dict)
+    # An output indexed from a structure gets its space (multi-device towers merge outputs by their spaces).
+    assert test.meta_graph.api["index"].outputs.space == IntBox(4, add_batch_rank=True)
+
+
+class IndexedStats(Component):
+    """An API method that returns entries of its graph function's dict, as an algorithm's update does."""
+
+    @rlgraph_api
+    def stats(self, x):
+        out = self._graph_fn_stats(x)
+        return dict(mean=out["mean"], column_means=out["column_means"])
+
+    @graph_fn
+    def _graph_fn_stats(self, x):
+        return dict(mean=self.ops.mean(x), column_means=self.ops.mean(x, axis=0), unused=x)
+
+
+def test_outputs_indexed_from_a_graph_fn_dict_get_their_spaces(backend):
+    space = FloatBox(shape=(3,), add_batch_rank=True)
+    test = ComponentTest(IndexedStats(), dict(x=space), backend=backend)
+    outputs = test.meta_graph.api["stats"].outputs
+    assert outputs["mean"].space == FloatBox() and outputs["column_means"].space == FloatBox(shape=(3,))
+    x = space.sample(4)
+    test.test(("stats", [x]), expected_outputs=dict(mean=x.mean(), column_means=x.mean(0)), decimals=5)
 
 
 class Miscounted(Component):

@@ -297,7 +297,7 @@ def np_appo(args, clip_ratio, value_clipping, normalize, gamma=0.99, w_v=0.5, w_
 
 
 #: APPO's loss also takes given targets and advantages (``loss_from_targets``).
-APPO_SPACES = dict(IMPALA_SPACES, behaviour_values=SEQ, vs=SEQ, advantages=SEQ)
+APPO_SPACES = dict(IMPALA_SPACES, behaviour_values=SEQ, vs=SEQ, advantages=SEQ, reference_log_probs=SEQ)
 
 
 @pytest.mark.parametrize("value_clipping,normalize", [(None, False), (0.2, True)])
@@ -320,6 +320,17 @@ def test_appo_loss_matches_numpy(backend, value_clipping, normalize):
     if not normalize:  # Gradients flow through the ratio only where the unclipped term is the minimum.
         np.testing.assert_allclose(eager_gradient(backend, test.component, "loss", args, 0), grad_log_probs, atol=1e-5)
         np.testing.assert_array_equal(eager_gradient(backend, test.component, "loss", args, 1), 0.0)
+
+
+def test_appo_ratio_stats_match_numpy(backend):
+    """How far an update moved the policy: KL's k3 estimator (Schulman 2020) and the clipped share."""
+    log_probs, behaviour = unroll(8)[:2]
+    ratio = np.exp(log_probs - behaviour)
+    assert 0.2 < np.mean(np.abs(ratio - 1.0) > 0.5) < 0.8
+    test = ComponentTest(APPOLossFunction(clip_ratio=0.5), APPO_SPACES, backend=backend)
+    test.test(("ratio_stats", [log_probs, behaviour]),
+              expected_outputs=dict(approx_kl=np.mean(ratio - 1.0 - np.log(ratio)),
+                                    clip_fraction=np.mean(np.abs(ratio - 1.0) > 0.5)), decimals=5)
 
 
 def test_appo_loss_backends_agree():

@@ -160,6 +160,9 @@ class GraphBuilder:
                 consumers[rec.id].append(("api", call, arg))
                 if call.info.must_be_complete:
                     required[call.component].add(arg)
+        for call in meta.api_calls:  # Outputs indexed from a structure (``stats[key]``) get spaces too.
+            for rec in flatten_records(call.outputs):
+                register_record(rec)
         for node in meta.graph_fn_calls:
             for rec in node.input_records():
                 register_record(rec)
@@ -323,9 +326,12 @@ class GraphBuilder:
             if not isinstance(parent.space, ContainerSpace):
                 raise RLGraphBuildError(f"Record '{parent.label}' with space {parent.space!r} is indexed with "
                                         f"[{rec.key!r}], but only Dict and Tuple spaces can be indexed.")
+            key = rec.key  # A Tuple's entries may be named by their index as a string ("pair/1").
+            if isinstance(parent.space, Tuple) and isinstance(key, str) and key.isdigit():
+                key = int(key)
             try:
-                space = parent.space[rec.key]
-                values = tuple(v[rec.key] for v in parent.values)
+                space = parent.space[key]
+                values = tuple(v[key] for v in parent.values)
             except (KeyError, IndexError, TypeError):
                 raise RLGraphBuildError(f"Record '{parent.label}' with space {parent.space!r} has no key "
                                         f"{rec.key!r}.") from None

@@ -30,7 +30,8 @@ class APPOAlgorithmComponent(IMPALAAlgorithmComponent):
         update_samples(samples, targets, time_percentage): one optimizer step on ``samples`` ({"states",
             "actions"}, any [T, B], e.g. [1, N]) with ``targets`` of the same shape: "vs", "advantages", and
             the proximal policy's "log_probs" and "values" (the reference of the clipped ratio and of value
-            clipping); results as ``update``.
+            clipping); results as ``update``, plus the loss function's ``ratio_stats`` of the clipped ratio
+            before the step ("approx_kl", "clip_fraction").
 
     Args:
         **kwargs: See ``IMPALAAlgorithmComponent``; ``loss_spec`` takes ``APPOLossFunction``'s keywords
@@ -44,6 +45,10 @@ class APPOAlgorithmComponent(IMPALAAlgorithmComponent):
         return self.loss_function.loss(evaluated["log_likelihood"], unroll["behaviour_log_probs"],
                                        evaluated["entropy"], evaluated["value"], bootstrap_values, rewards,
                                        unroll["terminals"], unroll["behaviour_values"])
+
+    def _ratio_stats(self, log_probs, reference_log_probs):
+        stats = self.loss_function.ratio_stats(log_probs, reference_log_probs)
+        return {key: stats[key] for key in ("approx_kl", "clip_fraction")}
 
     @rlgraph_api
     def calc_targets(self, unroll, bootstrap, initial_internal_states=None):
@@ -64,4 +69,4 @@ class APPOAlgorithmComponent(IMPALAAlgorithmComponent):
                                                     evaluated["entropy"], evaluated["value"], targets["vs"],
                                                     targets["advantages"], targets["values"])
         step_loss, grad_norm = self.optimizer.step(self.policy.variables(), loss, time_percentage)
-        return self._graph_fn_stats(step_loss, grad_norm, evaluated["entropy"], evaluated["value"])
+        return self._update_stats(step_loss, grad_norm, evaluated, targets["log_probs"])

@@ -51,7 +51,7 @@ class IMPALAAlgorithmComponent(Component):
             "behaviour_values", "prev_actions", "prev_rewards" where used); ``bootstrap``: a dict with the
             "states" x_T ([B], or [1, B] for recurrent networks) (and "prev_actions", "prev_rewards").
             Returns a dict with "loss" (before the step), "grad_norm" (before clipping), "entropy" and
-            "mean_value".
+            "mean_value" (and APPO's "approx_kl" and "clip_fraction" of its ratio to the behaviour policy).
         evaluate_unroll(unroll, bootstrap, initial_internal_states=None): what the learner computes for an
             unroll, without a step: dict with "log_likelihood", "entropy", "value" (each [T, B]) and
             "bootstrap_value" ([B]).
@@ -131,6 +131,16 @@ class IMPALAAlgorithmComponent(Component):
                                        evaluated["entropy"], evaluated["value"], bootstrap_values, rewards,
                                        unroll["terminals"])
 
+    def _update_stats(self, step_loss, grad_norm, evaluated, reference_log_probs):
+        """An update's results: ``_graph_fn_stats``'s and ``_ratio_stats``'s."""
+        stats = self._graph_fn_stats(step_loss, grad_norm, evaluated["entropy"], evaluated["value"])
+        return dict({key: stats[key] for key in ("loss", "grad_norm", "entropy", "mean_value")},
+                    **self._ratio_stats(evaluated["log_likelihood"], reference_log_probs))
+
+    def _ratio_stats(self, log_probs, reference_log_probs):
+        """Statistics of the policy's ratio to the reference of an update (none for IMPALA)."""
+        return {}
+
     # --- acting ---------------------------------------------------------------------------------------------
     @rlgraph_api
     def act(self, states, internal_states=None, prev_actions=None, prev_rewards=None):
@@ -179,7 +189,7 @@ class IMPALAAlgorithmComponent(Component):
         rewards = self._graph_fn_bootstrap_truncations(rewards, unroll["truncation_values"])
         loss = self._loss(unroll, evaluated, bootstrap_values, rewards)
         step_loss, grad_norm = self.optimizer.step(self.policy.variables(), loss, time_percentage)
-        return self._graph_fn_stats(step_loss, grad_norm, evaluated["entropy"], evaluated["value"])
+        return self._update_stats(step_loss, grad_norm, evaluated, unroll["behaviour_log_probs"])
 
     # --- graph functions --------------------------------------------------------------------------------
     @graph_fn

@@ -38,6 +38,10 @@ class APPOLossFunction(IMPALALossFunction):
             pg_advantages [T, B]): V-trace's targets (rewards clipped as configured).
         loss_from_targets(log_probs, behaviour_log_probs, entropies, values, vs, advantages, behaviour_values=None)
             -> loss []: the loss on given targets; its batch may be any [T, B] set of samples (e.g. [1, N]).
+        ratio_stats(log_probs, reference_log_probs) -> dict with "approx_kl" (the mean of
+            ``(ratio - 1) - log(ratio)``, an unbiased estimate of KL(reference || pi), Schulman 2020, "Approximating
+            KL divergence") and "clip_fraction" (the share of steps with ``|ratio - 1| > clip_ratio``), where
+            ``ratio = pi / reference``: how far an update has moved the policy, as CleanRL and RLlib report it.
     """
 
     default_scope = "appo-loss-function"
@@ -89,6 +93,18 @@ class APPOLossFunction(IMPALALossFunction):
         unroll before it is split into minibatches of samples): the mean over all steps of the batch."""
         return self._graph_fn_average(self._graph_fn_ppo_loss_per_item(
             log_probs, behaviour_log_probs, entropies, values, behaviour_values, vs, advantages))
+
+    @rlgraph_api
+    def ratio_stats(self, log_probs, reference_log_probs):
+        return self._graph_fn_ratio_stats(log_probs, reference_log_probs)
+
+    @graph_fn
+    def _graph_fn_ratio_stats(self, log_probs, reference_log_probs):
+        ops = self.ops
+        log_ratio = ops.stop_gradient(log_probs - reference_log_probs)
+        ratio = ops.exp(log_ratio)
+        outside = ops.cast(ops.abs(ratio - 1.0) > self.clip_ratio, "float32")
+        return dict(approx_kl=ops.mean((ratio - 1.0) - log_ratio), clip_fraction=ops.mean(outside))
 
     @graph_fn
     def _graph_fn_ppo_loss_per_item(self, log_probs, behaviour_log_probs, entropies, values, behaviour_values, vs,
