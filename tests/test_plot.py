@@ -154,3 +154,17 @@ def test_seeds_of_one_config_are_a_mean_with_a_band(tmp_path, monkeypatch, capsy
     ax = figures[-1].axes[0]
     assert not [c for c in ax.collections if c.get_gid() == "seed-band"]
     assert {"dqn-seed0", "dqn-seed1", "dqn-seed2"} <= {line.get_label() for line in ax.get_lines()}
+
+
+def test_sessions_started_within_one_second_keep_their_own_event_files(tmp_path, monkeypatch):
+    """tensorboardX names an event file after the second it was opened and truncates a file of that name; a run
+    resumed within the same second must not erase its first session's events."""
+    from rlgraph.training.loggers.tensorboard_logger import TensorBoardLogger
+    monkeypatch.setattr(time, "time", lambda: 1795931690.5)  # Both sessions open their files in this second.
+    for session, step in enumerate((100, 200)):
+        logger = TensorBoardLogger(str(tmp_path))
+        logger.add_scalar("episode/return", float(session), step)
+        logger.close()
+    assert len([n for n in os.listdir(tmp_path) if n.startswith("events.out.tfevents.1795931690.")]) == 2
+    curve = run_curve(str(tmp_path))
+    assert list(curve["steps"]) == [100, 200] and list(curve["returns"]) == [0.0, 0.5]

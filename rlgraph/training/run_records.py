@@ -101,12 +101,15 @@ def run_curve(logdir):
 
 
 def _file_order(path):
-    """Event files in the order they were written: tensorboardX names them ``...tfevents.<unix time>.<host>``."""
+    """Event files in the order they were written: tensorboardX names them ``...tfevents.<unix time>.<host>``,
+    and ``TensorBoardLogger`` adds the session's start in nanoseconds (``.<ns>``) to tell apart sessions that
+    started within the same second."""
     parts = os.path.basename(path).split(".")
+    session = int(parts[-1]) if len(parts) > 5 and parts[-1].isdigit() else 0
     try:
-        return float(parts[3]), os.path.getmtime(path)
+        return float(parts[3]), session, os.path.getmtime(path)
     except (IndexError, ValueError):
-        return os.path.getmtime(path), os.path.getmtime(path)
+        return os.path.getmtime(path), session, os.path.getmtime(path)
 
 
 def _running_mean(points, window=100):

@@ -131,10 +131,13 @@ class IMPALAAlgorithmComponent(Component):
                                        evaluated["entropy"], evaluated["value"], bootstrap_values, rewards,
                                        unroll["terminals"])
 
+    #: The keys of ``_graph_fn_stats``'s dict.
+    stats_keys = ("loss", "grad_norm", "entropy", "mean_value")
+
     def _update_stats(self, step_loss, grad_norm, evaluated, reference_log_probs):
         """An update's results: ``_graph_fn_stats``'s and ``_ratio_stats``'s."""
         stats = self._graph_fn_stats(step_loss, grad_norm, evaluated["entropy"], evaluated["value"])
-        return dict({key: stats[key] for key in ("loss", "grad_norm", "entropy", "mean_value")},
+        return dict({key: stats[key] for key in self.stats_keys},
                     **self._ratio_stats(evaluated["log_likelihood"], reference_log_probs))
 
     def _ratio_stats(self, log_probs, reference_log_probs):

@@ -1,5 +1,6 @@
 """TensorBoard: the run's scalars as event files in its logdir (what ``rlgraph plot`` and TensorBoard read)."""
 import sys
+import time
 
 from rlgraph.training.loggers.base import MetricLogger, metric_name
 
@@ -73,7 +74,9 @@ class TensorBoardLogger(MetricLogger):
     name = "tensorboard"
 
     def __init__(self, logdir):
-        self.writer = ScalarWriter(summary_writer_class()(logdir))
+        # tensorboardX names a file after the second it was opened and truncates a file of that name: a session
+        # that starts within the same second as the last one (a short run resumed at once) would erase its events.
+        self.writer = ScalarWriter(summary_writer_class()(logdir, filename_suffix=f".{time.time_ns()}"))
 
     def add_scalar(self, tag, value, step):
         self.writer.add_scalar(tag, value, step)
