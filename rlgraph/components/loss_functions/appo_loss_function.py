@@ -40,8 +40,9 @@ class APPOLossFunction(IMPALALossFunction):
             -> loss []: the loss on given targets; its batch may be any [T, B] set of samples (e.g. [1, N]).
         ratio_stats(log_probs, reference_log_probs) -> dict with "approx_kl" (the mean of
             ``(ratio - 1) - log(ratio)``, Schulman 2020's "k3" estimate of KL(reference || pi), unbiased where the
-            actions were drawn from the reference) and "clip_fraction" (the share of steps with ``|ratio - 1| > clip_ratio``), where
-            ``ratio = pi / reference``: how far an update has moved the policy, as CleanRL and RLlib report it.
+            actions were drawn from the reference) and "clip_fraction" (the share of steps with
+            ``|ratio - 1| > clip_ratio``), where ``ratio = pi / reference``: how far an update has moved the
+            policy, as CleanRL and RLlib report it.
     """
 
     default_scope = "appo-loss-function"
