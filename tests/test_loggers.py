@@ -168,3 +168,56 @@ def test_resume_continues_the_same_mlflow_run_and_the_cli_says_where(tmp_path, m
     assert run.info.run_id == stored["run_id"] and run.info.status == "FINISHED"
     steps = [m.step for m in client.get_metric_history(run.info.run_id, "perf/env_steps_per_second")]
     assert steps == [400, 800, 1200, 1600]
+
+
+#: Opens, writes and closes TensorBoard loggers while a thread sends SIGINT every millisecond or so; the handler
+#: raises ``KeyboardInterrupt`` only inside the logger calls (as Ctrl-C does during a run's chunk). Prints the
+#: numbers of loggers closed and of interrupts caught.
+_INTERRUPTED_LOGGERS = r"""
+import os, random, signal, sys, threading, time
+from rlgraph.training.loggers.tensorboard_logger import TensorBoardLogger
+from rlgraph.training.run_records import read_scalars
+logdir, seconds = sys.argv[1], float(sys.argv[2])
+armed = False
+def handler(signum, frame):
+    if armed:
+        raise KeyboardInterrupt
+signal.signal(signal.SIGINT, handler)
+stop = False
+def shooter():
+    rng = random.Random(0)
+    while not stop:
+        time.sleep(rng.uniform(0, 0.001))
+        os.kill(os.getpid(), signal.SIGINT)
+threading.Thread(target=shooter, daemon=True).start()
+closed = interrupts = 0
+start = time.time()
+while time.time() - start < seconds:
+    tb = None
+    armed = True
+    try:
+        tb = TensorBoardLogger(logdir)
+        for step in range(5):
+            tb.add_scalar("x", float(step), step)
+            tb.flush()
+    except KeyboardInterrupt:
+        interrupts += 1
+    armed = False
+    if tb is not None:
+        tb.close()
+        closed += 1
+stop = True
+print(closed, interrupts)
+"""
+
+
+def test_ctrl_c_inside_tensorboard_writes_never_hangs_the_close(tmp_path):
+    """A Ctrl-C that lands inside tensorboardX's queue put used to leave its writer thread stuck, and the run then
+    hung in the close after the interrupt (``test_ctrl_c_at_any_moment_on_the_local_engine`` caught it once)."""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", _INTERRUPTED_LOGGERS, str(tmp_path), "4"], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    closed, interrupts = map(int, proc.stdout.split())
+    assert closed >= 20 and interrupts >= 20, (closed, interrupts)

@@ -3,6 +3,7 @@ import sys
 import time
 
 from rlgraph.training.loggers.base import MetricLogger, metric_name
+from rlgraph.utils.process_watchdog import interrupts_deferred
 
 
 class ScalarWriter:
@@ -67,6 +68,10 @@ def summary_writer_class():
 class TensorBoardLogger(MetricLogger):
     """TensorBoard event files in ``logdir`` (one file per session; ``run_records`` reads them back).
 
+    Ctrl-C is held back while the writer opens, writes and closes (``interrupts_deferred``): tensorboardX hands
+    events to its writer thread through a ``multiprocessing.Queue``, whose feeder thread a ``KeyboardInterrupt``
+    in the middle of a ``put`` can leave stuck, and closing the writer then waits for its thread forever.
+
     Args:
         logdir: The run's logdir.
     """
@@ -76,13 +81,16 @@ class TensorBoardLogger(MetricLogger):
     def __init__(self, logdir):
         # tensorboardX names a file after the second it was opened and truncates a file of that name: a session
         # that starts within the same second as the last one (a short run resumed at once) would erase its events.
-        self.writer = ScalarWriter(summary_writer_class()(logdir, filename_suffix=f".{time.time_ns()}"))
+        with interrupts_deferred():
+            self.writer = ScalarWriter(summary_writer_class()(logdir, filename_suffix=f".{time.time_ns()}"))
 
     def add_scalar(self, tag, value, step):
         self.writer.add_scalar(tag, value, step)
 
     def flush(self):
-        self.writer.flush()
+        with interrupts_deferred():
+            self.writer.flush()
 
     def close(self, status="finished"):
-        self.writer.close()
+        with interrupts_deferred():
+            self.writer.close()
