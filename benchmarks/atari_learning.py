@@ -3,7 +3,9 @@
 Each config runs as ``rlgraph train CONFIG --seconds M*60 --seed S --logdir OUTDIR/NAME`` in a process of its
 own, one at a time (so that no run takes cores from another); with ``--ppo`` the single-file PPO
 (``benchmarks/ppo_atari.py``) runs too, on the same game. ``--runs DIR ...`` adds runs made before (their
-logdirs) without training again. Written to OUTDIR: ``curves.csv`` (run, env_steps, seconds,
+logdirs) without training again, ``--curves CSV ...`` the runs of an earlier ``curves.csv`` (as
+``docs/figures/*.csv`` keep the README's figures' data, so that a figure can be redrawn with a new run beside them
+after the runs' logdirs are gone). Written to OUTDIR: ``curves.csv`` (run, env_steps, seconds,
 mean_return_100), ``curves.json`` (the same per run, with each run's summary) and ``learning.png`` (the mean
 return of the last 100 training episodes against env steps and against wall seconds).
 
@@ -48,6 +50,17 @@ def ppo_curve(path):
                 seconds=column("seconds"), returns=column("mean_return_100"), summary={})
 
 
+def stored_curves(path):
+    """The runs of a ``curves.csv`` that ``write_outputs`` wrote, in their order there."""
+    runs = {}
+    with open(path) as f:
+        for row in csv.DictReader(f):
+            runs.setdefault(row["run"], []).append((float(row["env_steps"]), float(row["seconds"]),
+                                                     float(row["mean_return_100"])))
+    return [dict(name=name, logdir=path, steps=np.array([r[0] for r in rows]), seconds=np.array([r[1] for r in rows]),
+                 returns=np.array([r[2] for r in rows]), summary={}) for name, rows in runs.items()]
+
+
 def write_outputs(curves, outdir, title):
     """``curves.csv``, ``curves.json`` and ``learning.png`` in ``outdir``."""
     with open(os.path.join(outdir, "curves.csv"), "w", newline="") as f:
@@ -82,6 +95,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("configs", nargs="*", help="training configs to run, one after another")
     parser.add_argument("--runs", nargs="*", default=[], help="logdirs of earlier runs to include as they are")
+    parser.add_argument("--curves", nargs="*", default=[], help="curves.csv files of earlier benchmark runs to include")
     parser.add_argument("--ppo", action="store_true", help="also run the single-file PPO (benchmarks/ppo_atari.py)")
     parser.add_argument("--ppo-csv", default=None, help="include an earlier single-file PPO run (its --out CSV)")
     parser.add_argument("--game", default="pong", help="the single-file PPO's game")
@@ -93,7 +107,7 @@ def main():
     parser.add_argument("--title", default=None)
     args = parser.parse_args()
     os.makedirs(args.outdir, exist_ok=True)
-    curves = [run_curve(d) for d in args.runs]
+    curves = [c for path in args.curves for c in stored_curves(path)] + [run_curve(d) for d in args.runs]
     if args.ppo_csv:
         curves.append(ppo_curve(args.ppo_csv))
     for config in args.configs:
@@ -103,7 +117,7 @@ def main():
         curves.append(train_ppo(args.game, args.minutes, args.seed, args.ppo_steps,
                                 os.path.join(args.outdir, "ppo_single_file.csv")))
     if not curves:
-        parser.error("nothing to draw: give configs, --runs, --ppo or --ppo-csv.")
+        parser.error("nothing to draw: give configs, --runs, --curves, --ppo or --ppo-csv.")
     write_outputs(curves, args.outdir, args.title or f"{args.game}: seed {args.seed}, {args.minutes:g} min per run")
     for c in curves:
         print(f"{c['name']}: {int(c['steps'][-1])} env steps in {c['seconds'][-1] / 60:.1f} min, "
