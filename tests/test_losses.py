@@ -183,11 +183,14 @@ def np_clip_rewards(rewards, mode):
     return rewards
 
 
-def np_impala(args, gamma=0.99, clipping="clamp_one", w_pg=1.0, w_v=0.5, w_ent=0.01, rho_bar=1.0, c_bar=1.0):
+def np_impala(args, gamma=0.99, clipping="clamp_one", w_pg=1.0, w_v=0.5, w_ent=0.01, rho_bar=1.0, c_bar=1.0,
+              normalize=False):
     log_probs, behaviour, entropies, values, bootstrap, rewards, terminals = args[:7]
     rewards = np_clip_rewards(rewards, clipping)
     discounts = gamma * (1.0 - terminals)
     vs, adv = np_v_trace(log_probs - behaviour, discounts, rewards, values, bootstrap, rho_bar=rho_bar, c_bar=c_bar)
+    if normalize:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
     per_step = -w_pg * log_probs * adv + w_v * 0.5 * (vs - values) ** 2 - w_ent * entropies
     per_item = per_step.sum(axis=0)
     return per_item.mean(), per_item, vs, adv
@@ -246,6 +249,20 @@ class ValueShiftGradient(Component):
             return jax.numpy.zeros((), self.w.dtype)
         from rlgraph.backends.jax_backend import current_tape
         return current_tape().gradients(dict(w=self.w), loss, self.global_scope)["w"]
+
+
+def test_impala_loss_with_normalized_advantages_matches_numpy(backend):
+    """``normalize_advantages``: the policy term weighs the advantages standardized over the whole [T, B] batch."""
+    args = unroll(6)
+    loss, per_item, _, adv = np_impala(args, normalize=True)
+    plain_loss = np_impala(args)[0]
+    assert abs(loss - plain_loss) > 1e-2, "normalizing must change this test's loss"
+    test = ComponentTest(IMPALALossFunction(normalize_advantages=True), IMPALA_SPACES, backend=backend)
+    test.test(("loss", args[:7]), expected_outputs=loss, decimals=4)
+    test.test(("loss_per_item", args[:7]), expected_outputs=per_item, decimals=4)
+    np.testing.assert_allclose(eager_gradient(backend, test.component, "loss", args[:7], 0), -adv / B, atol=1e-5)
+    with pytest.raises(RLGraphSpecError, match="normalize_advantages"):
+        IMPALALossFunction(normalize_advantages="yes")
 
 
 def test_impala_loss_gradient_in_graph(backend):

@@ -20,7 +20,7 @@ the multi-GPU strategy of its TF executor). For every root API method whose call
    gradients, where the method returns it unchanged), other outputs taken from tower 0.
 
 Losses that are means over the batch (all of rlgraph's) give the same update as one device on the whole
-batch; statistics over the batch inside a loss (e.g. APPO's ``normalize_advantages``) are per tower.
+batch; statistics over the batch inside a loss (e.g. IMPALA's and APPO's ``normalize_advantages``) are per tower.
 
 JAX does this the XLA way instead of steps 2-4: the update stays one program, its batched arguments sharded over a
 ``Mesh`` of the towers' devices along their batch axes and the variables replicated, and XLA's SPMD partitioner

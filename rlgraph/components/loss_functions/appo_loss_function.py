@@ -24,9 +24,8 @@ class APPOLossFunction(IMPALALossFunction):
     Args:
         clip_ratio: PPO's epsilon.
         value_clipping: Clip range c of the value update around ``behaviour_values``, or None (no clipping).
-        normalize_advantages: Standardize the advantages over the whole batch (mean 0, std 1).
         **kwargs: The arguments of ``IMPALALossFunction`` (discount, reward_clipping, weights, V-trace
-            thresholds, time_major, time_reduction).
+            thresholds, time_major, time_reduction, normalize_advantages).
 
     API:
         loss(log_probs [T, B], behaviour_log_probs [T, B], entropies [T, B], values [T, B],
@@ -50,13 +49,11 @@ class APPOLossFunction(IMPALALossFunction):
     #: What the constructor's arguments must be (``rlgraph.utils.validation``), besides IMPALA's.
     ARG_RULES = dict(clip_ratio=Number(min=0.0), value_clipping=Optional(Number(min=0.0)))
 
-    def __init__(self, clip_ratio=0.2, value_clipping=None, normalize_advantages=False, time_reduction="mean",
-                 scope=None, **kwargs):
+    def __init__(self, clip_ratio=0.2, value_clipping=None, time_reduction="mean", scope=None, **kwargs):
         args = check_args(type(self).__name__, APPOLossFunction.ARG_RULES,
                           dict(clip_ratio=clip_ratio, value_clipping=value_clipping))
         super().__init__(time_reduction=time_reduction, scope=scope, **kwargs)
         self.clip_ratio, self.value_clipping = args["clip_ratio"], args["value_clipping"]
-        self.normalize_advantages = bool(normalize_advantages)
 
     def check_input_spaces(self, input_spaces, action_space=None):
         super().check_input_spaces(input_spaces, action_space)
@@ -111,8 +108,7 @@ class APPOLossFunction(IMPALALossFunction):
     def _graph_fn_ppo_loss_per_item(self, log_probs, behaviour_log_probs, entropies, values, behaviour_values, vs,
                                     advantages):
         ops = self.ops
-        if self.normalize_advantages:
-            advantages = (advantages - ops.mean(advantages)) / (ops.std(advantages) + 1e-8)
+        advantages = self._advantages(advantages)
         ratio = ops.exp(log_probs - ops.stop_gradient(behaviour_log_probs))
         clipped_ratio = ops.clip(ratio, 1.0 - self.clip_ratio, 1.0 + self.clip_ratio)
         policy = -ops.minimum(ratio * advantages, clipped_ratio * advantages)

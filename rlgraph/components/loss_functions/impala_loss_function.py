@@ -3,7 +3,7 @@ from rlgraph.components.helpers.input_checks import check_space
 from rlgraph.components.helpers.v_trace_function import VTraceFunction
 from rlgraph.components.loss_functions.loss_function import LossFunction
 from rlgraph.utils.decorators import graph_fn, rlgraph_api
-from rlgraph.utils.validation import Number, OneOf, Optional, check_args
+from rlgraph.utils.validation import Bool, Number, OneOf, Optional, check_args
 
 #: Accepted values of ``reward_clipping``.
 REWARD_CLIPPINGS = ("clamp_one", "soft_asymmetric", None)
@@ -33,6 +33,9 @@ class IMPALALossFunction(LossFunction):
         rho_bar, rho_bar_pg, c_bar, lambda_: V-trace clipping thresholds and trace decay (``VTraceFunction``).
         time_major: Whether unrolls are [T, B] (True) or [B, T] (False).
         time_reduction: "sum" or "mean" of the per-step terms over time.
+        normalize_advantages: Standardize the policy-gradient advantages over the whole batch (mean 0, std 1), as
+            PPO implementations do (not in the IMPALA paper): the entropy bonus then weighs the same against
+            them whatever the scale of the rewards and values.
 
     API:
         loss(log_probs [T, B], behaviour_log_probs [T, B], entropies [T, B], values [T, B],
@@ -57,15 +60,15 @@ class IMPALALossFunction(LossFunction):
                      rho_bar=Optional(Number(min=0.0, finite=False)),
                      rho_bar_pg=Optional(Number(min=0.0, finite=False)),
                      c_bar=Optional(Number(min=0.0, finite=False)), lambda_=Number(min=0.0, max=1.0),
-                     time_reduction=OneOf("sum", "mean"))
+                     time_reduction=OneOf("sum", "mean"), normalize_advantages=Bool())
 
     def __init__(self, discount=0.99, reward_clipping="clamp_one", weight_pg=1.0, weight_baseline=0.5,
                  weight_entropy=0.01, rho_bar=1.0, rho_bar_pg=1.0, c_bar=1.0, lambda_=1.0, time_major=True,
-                 time_reduction="sum", scope=None, **kwargs):
+                 time_reduction="sum", normalize_advantages=False, scope=None, **kwargs):
         args = check_args(type(self).__name__, IMPALALossFunction.ARG_RULES, dict(
             discount=discount, reward_clipping=reward_clipping, weight_pg=weight_pg, weight_baseline=weight_baseline,
             weight_entropy=weight_entropy, rho_bar=rho_bar, rho_bar_pg=rho_bar_pg, c_bar=c_bar, lambda_=lambda_,
-            time_reduction=time_reduction))
+            time_reduction=time_reduction, normalize_advantages=normalize_advantages))
         self.v_trace_function = VTraceFunction(rho_bar=rho_bar, rho_bar_pg=rho_bar_pg, c_bar=c_bar, lambda_=lambda_,
                                                time_major=time_major)
         super().__init__(self.v_trace_function, scope=scope, **kwargs)
@@ -75,6 +78,7 @@ class IMPALALossFunction(LossFunction):
         self.weight_entropy = args["weight_entropy"]
         self.time_major = bool(time_major)
         self.time_reduction = args["time_reduction"]
+        self.normalize_advantages = args["normalize_advantages"]
 
     def check_input_spaces(self, input_spaces, action_space=None):
         for arg, kind in self.sequence_args:
@@ -110,8 +114,16 @@ class IMPALALossFunction(LossFunction):
 
     @graph_fn
     def _graph_fn_loss_per_item(self, log_probs, entropies, values, vs, pg_advantages):
-        per_step = self._step_losses(log_probs, entropies, values, vs, pg_advantages)
+        per_step = self._step_losses(log_probs, entropies, values, vs, self._advantages(pg_advantages))
         return self._reduce_time(per_step)
+
+    def _advantages(self, advantages):
+        """The advantages [T, B] as the policy term weighs them: standardized over the batch with
+        ``normalize_advantages``."""
+        if not self.normalize_advantages:
+            return advantages
+        ops = self.ops
+        return (advantages - ops.mean(advantages)) / (ops.std(advantages) + 1e-8)
 
     def _reduce_time(self, per_step):
         """The sum or mean (``time_reduction``) of per-step terms [T, B] over time: [B]."""
