@@ -4,8 +4,8 @@ Each config runs as ``rlgraph train CONFIG --seconds M*60 --seed S --logdir OUTD
 own, one at a time (so that no run takes cores from another); with ``--ppo`` the single-file PPO
 (``benchmarks/ppo_atari.py``) runs too, on the same game. ``--runs DIR ...`` adds runs made before (their
 logdirs) without training again, ``--curves CSV ...`` the runs of an earlier ``curves.csv`` (as
-``docs/figures/*.csv`` keep the README's figures' data, so that a figure can be redrawn with a new run beside them
-after the runs' logdirs are gone). Written to OUTDIR: ``curves.csv`` (run, env_steps, seconds,
+``docs/figures/pong_appo_seeds_42.csv`` keeps its figure's data, so that a figure can be redrawn with a new run
+beside them after the runs' logdirs are gone). Written to OUTDIR: ``curves.csv`` (run, env_steps, seconds,
 mean_return_100), ``curves.json`` (the same per run, with each run's summary) and ``learning.png`` (the mean
 return of the last 100 training episodes against env steps and against wall seconds).
 
