@@ -4,6 +4,8 @@ import glob
 import json
 import os
 import struct
+import subprocess
+import sys
 from collections import defaultdict
 
 import numpy as np
@@ -176,7 +178,6 @@ def test_resume_continues_the_same_mlflow_run_and_the_cli_says_where(tmp_path, m
 _INTERRUPTED_LOGGERS = r"""
 import os, random, signal, sys, threading, time
 from rlgraph.training.loggers.tensorboard_logger import TensorBoardLogger
-from rlgraph.training.run_records import read_scalars
 logdir, seconds = sys.argv[1], float(sys.argv[2])
 armed = False
 def handler(signum, frame):
@@ -214,8 +215,6 @@ print(closed, interrupts)
 def test_ctrl_c_inside_tensorboard_writes_never_hangs_the_close(tmp_path):
     """A Ctrl-C that lands inside tensorboardX's queue put used to leave its writer thread stuck, and the run then
     hung in the close after the interrupt (``test_ctrl_c_at_any_moment_on_the_local_engine`` caught it once)."""
-    import subprocess
-    import sys
     proc = subprocess.run([sys.executable, "-c", _INTERRUPTED_LOGGERS, str(tmp_path), "4"], capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
