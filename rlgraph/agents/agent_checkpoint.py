@@ -88,7 +88,8 @@ def get_run_state(agent, include_replay=True):
     return dict(agent=type(agent).__name__, role=agent.role, components=components,
                 builder=None if agent.builder is None else agent.builder.get_state(),
                 actor=None if agent.actor is None else agent.actor.get_state(),
-                learner=None if agent.learner is None else agent.learner.get_state(),
+                learner=None if agent.learner is None else
+                agent.learner.get_state() if include_replay else agent.learner.get_state_without_replay(),
                 backend_rng=agent.executor.get_rng_state(), replay=bool(include_replay))
 
 

@@ -5,7 +5,7 @@ from rlgraph.agents.impala_learner import IMPALALearner
 from rlgraph.components.algorithms.impala_algorithm_component import IMPALAAlgorithmComponent
 from rlgraph.spaces import BoolBox, Dict, FloatBox, Tuple
 from rlgraph.trajectories import UnrollBuilder
-from rlgraph.utils.validation import Bool, Int, check_args, spec_error
+from rlgraph.utils.validation import Bool, Int, Number, check_args, spec_error
 
 
 class IMPALAAgent(Agent):
@@ -38,6 +38,11 @@ class IMPALAAgent(Agent):
         prev_action_reward: Feed the previous action and reward to the network (a ``MultiInputStreamNetwork``
             with the streams "state", "prev_action" and "prev_reward").
         schedule_timesteps: Env steps over which schedules (learning rate) run from start to end.
+        replay_proportion: Experience replay (Schmitt et al. 2019; RLlib's IMPALA ``replay_proportion``): batches
+            replayed per new batch, drawn uniformly from the last ``replay_slots`` batches and learned from as new
+            ones are (V-trace corrects for their older behaviour policy; APPO's ``max_policy_lag`` applies to new
+            batches only); 0: no replay.
+        replay_slots: The batches (the newest) the replay keeps.
         **kwargs: See ``Agent``.
     """
 
@@ -54,16 +59,19 @@ class IMPALAAgent(Agent):
     #: What the checked constructor arguments accept (``loss_spec``, ``reward_clipping`` and ``reward_scale`` as the
     #: algorithm component takes them).
     ARG_RULES = dict(unroll_length=Int(min=1), schedule_timesteps=Int(min=1), prev_action_reward=Bool(),
+                     replay_proportion=Number(min=0.0), replay_slots=Int(min=1),
                      **{k: IMPALAAlgorithmComponent.ARG_RULES[k] for k in ("loss_spec", "reward_clipping",
                                                                            "reward_scale", "policy_spec")})
 
     def __init__(self, state_space, action_space, unroll_length=32, value_network_spec=None, loss_spec=None,
                  reward_clipping=None, reward_scale=1.0, prev_action_reward=False, schedule_timesteps=1_000_000,
-                 policy_spec=None, **kwargs):
+                 policy_spec=None, replay_proportion=0.0, replay_slots=100, **kwargs):
         name = type(self).__name__
         args = check_args(name, IMPALAAgent.ARG_RULES, dict(
             unroll_length=unroll_length, schedule_timesteps=schedule_timesteps, prev_action_reward=prev_action_reward,
-            loss_spec=loss_spec, reward_clipping=reward_clipping, reward_scale=reward_scale, policy_spec=policy_spec))
+            loss_spec=loss_spec, reward_clipping=reward_clipping, reward_scale=reward_scale, policy_spec=policy_spec,
+            replay_proportion=replay_proportion, replay_slots=replay_slots))
+        self.replay_proportion, self.replay_slots = float(args["replay_proportion"]), args["replay_slots"]
         self.policy_spec = dict(args["policy_spec"] or {})
         self.unroll_length, self.schedule_timesteps = args["unroll_length"], args["schedule_timesteps"]
         self.value_network_spec = value_network_spec

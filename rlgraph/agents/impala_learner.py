@@ -1,5 +1,6 @@
 """The learning role of IMPALA and APPO."""
 import numpy as np
+import optree
 
 from rlgraph.agents.learner import Learner
 from rlgraph.utils.errors import RLGraphError
@@ -25,33 +26,47 @@ class IMPALALearner(Learner):
     ``environment_spec.num_envs`` where actors elsewhere hand in parts of the batch, ``set_batch_columns``), or
     ``max_pending`` unroll batches.
 
+    Experience replay (``replay_proportion`` p > 0; Schmitt et al. 2019, "Off-Policy Actor-Critic with Shared
+    Experience Replay", and RLlib's IMPALA ``replay_proportion``): every batch learned from is kept in a ring of
+    the last ``replay_slots`` batches, and after the k-th new batch the learner replays batches drawn uniformly
+    from the ring until it has replayed floor(k p) in all (p = 0.5: one replay after every second batch), each
+    learned from as a new batch is. V-trace corrects for the replayed batches' older behaviour policy; APPO's
+    ``max_policy_lag`` applies to new batches only (replayed ones are old by design).
+
     Args:
         seed: Seeds the minibatch shuffling.
         recurrent: Whether the network is recurrent (unrolls carry the initial internal states).
         prev_action_reward: Whether the network sees the previous action and reward.
         unroll_length: The unroll length (for messages).
         num_epochs, num_minibatches, minibatch_unit, max_policy_lag: APPO's passes (IMPALA: 1, 1, None).
+        replay_proportion: Replayed batches per new batch (0: no replay).
+        replay_slots: The batches the replay keeps (the newest).
         **kwargs: See ``Learner``.
     """
 
     def __init__(self, executor, name="Learner", schedule_timesteps=None, seed=0, recurrent=False,
                  prev_action_reward=False, unroll_length=None, num_epochs=1, num_minibatches=1,
-                 minibatch_unit="trajectories", max_policy_lag=None):
+                 minibatch_unit="trajectories", max_policy_lag=None, replay_proportion=0.0, replay_slots=100):
         super().__init__(executor, name, schedule_timesteps)
         self.recurrent, self.prev_action_reward = bool(recurrent), bool(prev_action_reward)
         self.unroll_length = unroll_length
         self.num_epochs, self.num_minibatches = int(num_epochs), int(num_minibatches)
         self.minibatch_unit, self.max_policy_lag = minibatch_unit, max_policy_lag
+        self.replay_proportion, self.replay_slots = float(replay_proportion), int(replay_slots)
         self._rng = np.random.default_rng(seed)
         self.queue = []
         self.batch_columns, self.max_pending = 1, None
+        # The replay: a ring of batches (the next slot to fill is ``_replay_next``), the new batches learned from
+        # and the batches replayed so far.
+        self._replay, self._replay_next, self._new_batches, self._replayed = [], 0, 0, 0
 
     @classmethod
     def settings_of(cls, agent):
         return dict(super().settings_of(agent), seed=agent.seed, recurrent=agent.recurrent,
                     prev_action_reward=agent.prev_action_reward, unroll_length=agent.unroll_length,
                     num_epochs=agent.num_epochs, num_minibatches=agent.num_minibatches,
-                    minibatch_unit=agent.minibatch_unit, max_policy_lag=agent.max_policy_lag)
+                    minibatch_unit=agent.minibatch_unit, max_policy_lag=agent.max_policy_lag,
+                    replay_proportion=agent.replay_proportion, replay_slots=agent.replay_slots)
 
     def add_items(self, items):
         """Queues unrolls as ``UnrollBuilder`` emits them ({"unroll", "first", "last", "env_ids"})."""
@@ -96,13 +111,33 @@ class IMPALALearner(Learner):
         return int(full or self.queued_columns >= self.batch_columns)
 
     def get_state(self):
-        """Counters, the minibatch shuffling generator's state and the queued unrolls."""
-        return dict(super().get_state(), rng=self._rng.bit_generator.state, queue=list(self.queue))
+        """Counters, the minibatch shuffling generator's state, the queued unrolls and the replay's batches."""
+        return dict(super().get_state(), rng=self._rng.bit_generator.state, queue=list(self.queue),
+                    replay=dict(batches=list(self._replay), next=self._replay_next, new_batches=self._new_batches,
+                                replayed=self._replayed))
+
+    def get_state_without_replay(self):
+        """``get_state`` without the replay (a run resumed from it starts with an empty one)."""
+        return {k: v for k, v in self.get_state().items() if k != "replay"}
+
+    def forget_replay(self):
+        self._replay, self._replay_next, self._new_batches, self._replayed = [], 0, 0, 0
 
     def set_state(self, state):
         super().set_state(state)
         self._rng.bit_generator.state = state["rng"]
         self.queue = list(state["queue"])
+        replay = state.get("replay")
+        if replay is None:
+            self.forget_replay()
+        else:
+            self._replay, self._replay_next = list(replay["batches"]), int(replay["next"])
+            self._new_batches, self._replayed = int(replay["new_batches"]), int(replay["replayed"])
+
+    @property
+    def replay_size(self):
+        """The batches the replay holds."""
+        return len(self._replay)
 
     def pop_batch(self):
         """All queued unrolls as one batch for ``update(batch)`` (columns joined), emptying the queue."""
@@ -114,27 +149,63 @@ class IMPALALearner(Learner):
         return batch
 
     def update(self, batch=None):
-        """Learns from the queued unrolls (or from ``batch``, as ``to_batch`` returns it).
+        """Learns from the queued unrolls (or from ``batch``, as ``to_batch`` returns it), then from the replayed
+        batches due (``replay_proportion``).
 
         Returns:
-            dict with the means over the optimizer steps taken of "loss", "grad_norm", "entropy" and
-            "mean_value", and "policy_lag_mean", "policy_lag_max" (learner versions between acting and
-            learning, over the samples used), "dropped_samples", "num_updates" and "queue_depth" (the unroll
-            batches this update learned from: queued since the last one, or 1 for a ``batch`` given).
+            dict with the means over the optimizer steps taken (new and replayed batches) of "loss", "grad_norm",
+            "entropy" and "mean_value", and "policy_lag_mean", "policy_lag_max" (learner versions between acting
+            and learning, over the new samples used), "dropped_samples", "num_updates" and "queue_depth" (the
+            unroll batches this update learned from: queued since the last one, or 1 for a ``batch`` given); with
+            replay also "replayed_batches" (this update's) and "replay_policy_lag_mean" (over the replayed
+            samples).
         """
         depth = len(self.queue) if batch is None else 1
-        out = self._learn(self.pop_batch() if batch is None else batch)
+        batch = self.pop_batch() if batch is None else batch
+        results, lags, dropped = self._learn(batch, self.max_policy_lag)
+        out = {}
+        if self.replay_proportion > 0:
+            replayed, replay_lags = self._learn_replay(batch)
+            results += replayed
+            out["replayed_batches"] = len(replay_lags)
+            if replay_lags:
+                out["replay_policy_lag_mean"] = float(np.mean(np.concatenate(replay_lags)))
+        out = dict(_summary(results, lags, dropped), **out)
         out["queue_depth"] = depth
         return out
 
-    def _learn(self, batch):
+    def _learn_replay(self, batch):
+        """Keeps ``batch`` in the replay's ring, then learns from the replayed batches now due: floor(k p) in all
+        after k new batches. Returns the optimizer steps' results and the replayed batches' policy lags (one array
+        per batch, when it was drawn)."""
+        # Read-only arrays are views of buffers the batch arrived in (Ray's object store): kept, they would pin them.
+        batch = optree.tree_map(lambda x: x.copy() if isinstance(x, np.ndarray) and not x.flags.writeable else x,
+                                batch, none_is_leaf=True)
+        if len(self._replay) < self.replay_slots:
+            self._replay.append(batch)
+        else:
+            self._replay[self._replay_next] = batch
+        self._replay_next = (self._replay_next + 1) % self.replay_slots
+        self._new_batches += 1
+        due = int(np.floor(self._new_batches * self.replay_proportion + 1e-9)) - self._replayed
+        results, lags = [], []
+        for _ in range(due):
+            old = self._replay[int(self._rng.integers(len(self._replay)))]
+            lags.append(np.ravel(self.policy_lag(old["policy_versions"])))
+            results += self._learn(old, None)[0]
+            self._replayed += 1
+        return results, lags
+
+    def _learn(self, batch, max_lag):
+        """The optimizer steps of one batch, samples past ``max_lag`` left out: (their results, the policy lags of
+        the samples used, the samples dropped)."""
         unroll, bootstrap = batch["unroll"], batch["bootstrap"]
         initial = batch.get("initial_internal_states")
         versions = batch.get("policy_versions")
         n = unroll["rewards"].shape[1]
         if self.minibatch_unit == "samples":
-            return self._learn_samples(unroll, bootstrap, versions)
-        if self._in_one_call(n, versions):
+            return self._learn_samples(unroll, bootstrap, versions, max_lag)
+        if self._in_one_call(n, versions, max_lag):
             return self._learn_in_one_call(unroll, bootstrap, initial, versions, n)
         results, lags, dropped = [], [], 0
         for _ in range(self.num_epochs):
@@ -142,8 +213,8 @@ class IMPALALearner(Learner):
             for columns in (np.array_split(order, self.num_minibatches) if order is not None else [None]):
                 if versions is not None:
                     lag = self.policy_lag(versions if columns is None else versions[:, columns])
-                    if self.max_policy_lag is not None:
-                        fresh = lag.max(axis=0) <= self.max_policy_lag
+                    if max_lag is not None:
+                        fresh = lag.max(axis=0) <= max_lag
                         if not fresh.all():
                             dropped += int(lag[:, ~fresh].size)
                             if not fresh.any():
@@ -152,17 +223,17 @@ class IMPALALearner(Learner):
                             lag = lag[:, fresh]
                     lags.append(lag)
                 results.append(self._update_step(unroll, bootstrap, initial, columns))
-        return _summary(results, lags, dropped)
+        return results, lags, dropped
 
-    def _in_one_call(self, n, versions, steps=None):
+    def _in_one_call(self, n, versions, max_lag, steps=None):
         """Whether ``steps`` optimizer steps (default: all of an update's) on minibatches of ``n`` columns or
         samples can run in one ``execute_steps`` call: several steps, minibatches of equal size, and no sample
-        past ``max_policy_lag`` even at the last step (none is dropped on the way)."""
+        past ``max_lag`` even at the last step (none is dropped on the way)."""
         steps = self.num_epochs * self.num_minibatches if steps is None else steps
         if steps < 2 or n % self.num_minibatches:
             return False
-        if versions is not None and self.max_policy_lag is not None and np.size(versions):
-            return self.updates + steps - 1 - int(np.min(versions)) <= self.max_policy_lag
+        if versions is not None and max_lag is not None and np.size(versions):
+            return self.updates + steps - 1 - int(np.min(versions)) <= max_lag
         return True
 
     def _learn_in_one_call(self, unroll, bootstrap, initial, versions, n):
@@ -177,14 +248,14 @@ class IMPALALearner(Learner):
         stacked = self.executor.execute_steps("update", columns, *args)
         lags = [] if versions is None else [self.policy_lag(versions[:, c]) + k for k, c in enumerate(columns)]
         self.updates += len(columns)
-        return _summary([{k: v[i] for k, v in stacked.items()} for i in range(len(columns))], lags, 0)
+        return [{k: v[i] for k, v in stacked.items()} for i in range(len(columns))], lags, 0
 
-    def _learn_samples(self, unroll, bootstrap, versions):
+    def _learn_samples(self, unroll, bootstrap, versions, max_lag):
         """``_learn`` with minibatches of samples: per epoch, V-trace's targets for the whole unrolls with the
         current weights (``calc_targets``), then ``num_minibatches`` optimizer steps (``update_samples``) on
         shuffled samples of any time step and environment, given to the graph as [1, N]. PPO's ratio is taken
         against the learner's policy before the update (its log-likelihoods and values of the first epoch).
-        Samples past ``max_policy_lag`` at their step are left out of it (counted in "dropped_samples")."""
+        Samples past ``max_lag`` at their step are left out of it (counted in "dropped_samples")."""
         size = unroll["rewards"].size
         flat = {k: unroll[k].reshape((1, size) + unroll[k].shape[2:]) for k in SAMPLE_KEYS}
         flat_versions = None if versions is None else np.asarray(versions).reshape(-1)
@@ -197,7 +268,7 @@ class IMPALALearner(Learner):
                 proximal = dict(log_probs=targets["log_probs"], values=targets["values"])
             targets.update(proximal)
             steps = np.array_split(self._rng.permutation(size), self.num_minibatches)
-            if self._in_one_call(size, flat_versions, len(steps)):
+            if self._in_one_call(size, flat_versions, max_lag, len(steps)):
                 stacked = self.executor.execute_steps("update_samples", np.stack(steps), flat, targets,
                                                       self.time_percentage)
                 results.extend({k: v[i] for k, v in stacked.items()} for i in range(len(steps)))
@@ -208,8 +279,8 @@ class IMPALALearner(Learner):
             for rows in steps:
                 if flat_versions is not None:
                     lag = self.policy_lag(flat_versions[rows])
-                    if self.max_policy_lag is not None and (lag > self.max_policy_lag).any():
-                        fresh = lag <= self.max_policy_lag
+                    if max_lag is not None and (lag > max_lag).any():
+                        fresh = lag <= max_lag
                         dropped += int((~fresh).sum())
                         rows, lag = rows[fresh], lag[fresh]
                         if not rows.size:
@@ -219,7 +290,7 @@ class IMPALALearner(Learner):
                     "update_samples", {k: v[:, rows] for k, v in flat.items()},
                     {k: v[:, rows] for k, v in targets.items()}, self.time_percentage))
                 self.updates += 1
-        return _summary(results, lags, dropped)
+        return results, lags, dropped
 
     def evaluate_unroll(self, batch):
         """The learner's view of a batch (as ``to_batch`` returns it) under the current weights.

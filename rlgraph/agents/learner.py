@@ -108,6 +108,12 @@ class Learner:
         """
         return dict(timesteps=int(self.timesteps), updates=int(self.updates))
 
+    def get_state_without_replay(self):
+        """``get_state`` without the replayed data a learner keeps itself (IMPALA's replay of batches), for run
+        states stored without their replay (``train_spec.checkpoint_replay``); the memory of replay agents is a
+        component, left out by ``Agent.get_run_state``."""
+        return self.get_state()
+
     def set_state(self, state):
         """Restores what ``get_state`` returned."""
         self.timesteps, self.updates = int(state["timesteps"]), int(state["updates"])
