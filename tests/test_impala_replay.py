@@ -14,6 +14,10 @@ from rlgraph.agents.impala_learner import IMPALALearner
 from rlgraph.spaces import FloatBox, IntBox
 from rlgraph.utils.errors import RLGraphError
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_exact_resume import _check_straight_equals_resumed  # noqa: E402
+from test_execute_steps import batch as unroll_batch  # noqa: E402
+
 CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
 
 
@@ -82,17 +86,7 @@ def impala(backend, kind="impala", **changes):
     return Agent.from_spec(config, state_space=FloatBox(shape=(4,)), action_space=IntBox(2), backend=backend, seed=5)
 
 
-def random_batch(t=6, b=8, version=0, seed=0):
-    rng = np.random.default_rng(seed)
-    unroll = dict(states=rng.normal(size=(t, b, 4)).astype(np.float32), actions=rng.integers(0, 2, (t, b)),
-                  rewards=rng.normal(size=(t, b)).astype(np.float32), terminals=rng.random((t, b)) < 0.1,
-                  truncation_values=np.zeros((t, b), np.float32),
-                  behaviour_log_probs=np.full((t, b), np.log(0.5), np.float32),
-                  behaviour_values=rng.normal(size=(t, b)).astype(np.float32))
-    return dict(unroll=unroll, bootstrap=dict(states=rng.normal(size=(b, 4)).astype(np.float32)),
-                policy_versions=np.full((t, b), version, np.int64))
-
-
+@pytest.mark.all_backends
 def test_a_replayed_batch_is_learned_from_as_a_new_one(backend):
     """One slot and p = 1: each batch is learned from twice in a row, the same as a learner without replay given
     each batch twice (the same weights after every update)."""
@@ -100,7 +94,7 @@ def test_a_replayed_batch_is_learned_from_as_a_new_one(backend):
     plain = impala(backend)
     plain.executor.set_weights(replaying.executor.get_weights(trainable_only=False))
     for i in range(3):
-        batch = random_batch(version=2 * i, seed=i)
+        batch = unroll_batch(replaying, version=2 * i, seed=i)
         out = replaying.learner.update(batch)
         plain.learner.update(batch), plain.learner.update(batch)
         assert out["replayed_batches"] == 1 and out["num_updates"] == 2
@@ -111,14 +105,15 @@ def test_a_replayed_batch_is_learned_from_as_a_new_one(backend):
     assert replaying.learner.updates == plain.learner.updates == 6
 
 
+@pytest.mark.all_backends
 def test_appo_lag_limit_drops_late_new_samples_but_never_replayed_ones(backend):
     agent = impala(backend, kind="appo", num_epochs=1, num_minibatches=1, max_policy_lag=2, replay_proportion=1.0,
                    replay_slots=1, minibatch_unit="trajectories")
-    out = agent.learner.update(random_batch(version=0))
+    out = agent.learner.update(unroll_batch(agent, version=0))
     assert out["dropped_samples"] == 0 and out["num_updates"] == 2
-    late = agent.learner.update(random_batch(version=0, seed=1))  # Acted on 2 updates ago: within the limit.
+    late = agent.learner.update(unroll_batch(agent, version=0, seed=1))  # Acted on 2 updates ago: within the limit.
     assert late["dropped_samples"] == 0 and late["num_updates"] == 2
-    stale = agent.learner.update(random_batch(version=0, seed=2))  # 4 updates ago: dropped, but replayed anyway.
+    stale = agent.learner.update(unroll_batch(agent, version=0, seed=2))  # 4 updates ago: dropped, but replayed anyway.
     assert stale["dropped_samples"] == 6 * 8 and stale["num_updates"] == 1 and stale["replayed_batches"] == 1
     assert stale["replay_policy_lag_mean"] == 4.0
 
@@ -134,8 +129,6 @@ def test_bad_replay_settings_are_refused_naming_the_key(key, value, says):
 
 def test_resumed_run_with_replay_equals_straight_run(backend, tmp_path):
     """The replay's batches are part of the run state: 8000 steps straight == 4000, stored, resumed to 8000."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from test_exact_resume import _check_straight_equals_resumed
     summaries = _check_straight_equals_resumed("impala", backend, tmp_path, extra=(
         "--set", "replay_proportion=0.5", "--set", "replay_slots=4"))
     assert summaries[1]["overrides"] == ["replay_proportion=0.5", "replay_slots=4"]
@@ -170,7 +163,7 @@ def test_the_replay_keeps_copies_of_read_only_arrays_only():
 def test_a_run_state_without_replay_leaves_the_batches_out_and_resumes_with_an_empty_replay():
     agent = impala("pytorch", replay_proportion=1.0, replay_slots=4)
     for i in range(3):
-        agent.learner.update(random_batch(seed=i))
+        agent.learner.update(unroll_batch(agent, seed=i))
     assert agent.learner.replay_size == 3
     assert len(agent.get_run_state()["learner"]["replay"]["batches"]) == 3
     state = agent.get_run_state(include_replay=False)
@@ -178,5 +171,5 @@ def test_a_run_state_without_replay_leaves_the_batches_out_and_resumes_with_an_e
     other = impala("pytorch", replay_proportion=1.0, replay_slots=4)
     other.set_run_state(state)
     assert other.learner.replay_size == 0 and other.learner.updates == agent.learner.updates == 6
-    out = other.learner.update(random_batch(seed=5))  # Replays the one batch it holds: no backlog of replays.
+    out = other.learner.update(unroll_batch(other, seed=5))  # Replays the one batch it holds: no backlog of replays.
     assert out["replayed_batches"] == 1 and other.learner.replay_size == 1
