@@ -189,6 +189,25 @@ def test_unroll_engine_batches_actors_unrolls_and_tracks_versions(local_ray):
         engine.close()
 
 
+def test_unroll_engine_with_replay_learns_from_the_actors_batches_again_without_pinning_them(local_ray):
+    """IMPALA's replay on Ray: each update replays a batch, and the replay keeps its own copies of the actors'
+    arrays (Ray hands them over as read-only views of its object store)."""
+    config = config_of("impala_cartpole", replay_proportion=1.0, replay_slots=4)
+    config["execution_spec"] = dict(num_actors=2, envs_per_actor=4)
+    engine, agent, _ = make_engine(config, executor="ray", backend="pytorch", seed=0)
+    try:
+        agent.learner.set_batch_columns(4, max_pending=engine.queue_size)  # one update per actor result
+        out = engine.run(3000)
+        assert len(out["results"]) >= 2 and all(r["replayed_batches"] == 1 for r in out["results"])
+        assert agent.updates == 2 * len(out["results"]) and all(np.isfinite(r["loss"]) for r in out["results"])
+        kept = agent.learner.get_state()["replay"]["batches"]
+        assert len(kept) == min(4, len(out["results"]))
+        arrays = [x for b in kept for x in (*b["unroll"].values(), *b["bootstrap"].values(), b["policy_versions"])]
+        assert arrays and all(x.flags.writeable for x in arrays)
+    finally:
+        engine.close()
+
+
 def test_unroll_engine_reports_the_lag_of_samples_launched_before_an_update(local_ray):
     """One update per actor result, two samples in flight per actor: the four first samples are launched with
     the initial weights, and each actor runs its samples in order, so whichever result comes second was acted on
