@@ -173,3 +173,10 @@ def test_a_run_state_without_replay_leaves_the_batches_out_and_resumes_with_an_e
     assert other.learner.replay_size == 0 and other.learner.updates == agent.learner.updates == 6
     out = other.learner.update(unroll_batch(other, seed=5))  # Replays the one batch it holds: no backlog of replays.
     assert out["replayed_batches"] == 1 and other.learner.replay_size == 1
+
+
+def test_appo_refuses_replay_with_normalized_advantages():
+    with pytest.raises(RLGraphError) as info:
+        impala("pytorch", kind="appo", replay_proportion=0.5, loss_spec=dict(normalize_advantages=True))
+    assert "replay_proportion" in str(info.value) and "normalize_advantages" in str(info.value)
+    impala("pytorch", kind="appo", replay_proportion=0.5)  # without normalization: accepted

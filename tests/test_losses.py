@@ -189,8 +189,9 @@ def np_impala(args, gamma=0.99, clipping="clamp_one", w_pg=1.0, w_v=0.5, w_ent=0
     rewards = np_clip_rewards(rewards, clipping)
     discounts = gamma * (1.0 - terminals)
     vs, adv = np_v_trace(log_probs - behaviour, discounts, rewards, values, bootstrap, rho_bar=rho_bar, c_bar=c_bar)
-    if normalize:
-        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    if normalize:  # Standardize r + gamma v_{s+1} - V, then weigh by min(1, pi/mu).
+        td = rewards + discounts * np.concatenate([vs[1:], bootstrap[None]]) - values
+        adv = np.minimum(1.0, np.exp(log_probs.astype(np.float64) - behaviour)) * (td - td.mean()) / (td.std() + 1e-8)
     per_step = -w_pg * log_probs * adv + w_v * 0.5 * (vs - values) ** 2 - w_ent * entropies
     per_item = per_step.sum(axis=0)
     return per_item.mean(), per_item, vs, adv
@@ -263,6 +264,20 @@ def test_impala_loss_with_normalized_advantages_matches_numpy(backend):
     np.testing.assert_allclose(eager_gradient(backend, test.component, "loss", args[:7], 0), -adv / B, atol=1e-5)
     with pytest.raises(RLGraphSpecError, match="normalize_advantages"):
         IMPALALossFunction(normalize_advantages="yes")
+
+
+def test_normalized_advantages_leave_samples_of_zero_importance_weight_without_policy_gradient(backend):
+    """Samples the learner's policy no longer takes (pi/mu ~ 0, as replayed ones can be) add no policy gradient
+    with normalized advantages either: the importance weight multiplies the standardized advantage. (Standardizing
+    the weighted advantage instead gave them -mean/std, and IMPALA with replay collapsed to one action on Pong.)"""
+    args = unroll(7)
+    args[0] = args[0].copy()
+    args[0][:, 1] = args[1][:, 1] - 40.0  # pi/mu = e^-40 in column 1
+    test = ComponentTest(IMPALALossFunction(normalize_advantages=True), IMPALA_SPACES, backend=backend)
+    grad = eager_gradient(backend, test.component, "loss", args[:7], 0)
+    np.testing.assert_allclose(grad[:, 1], 0.0, atol=1e-9)
+    assert np.abs(grad[:, [0, 2]]).min() > 1e-4  # the others do get one
+    np.testing.assert_allclose(grad, -np_impala(args, normalize=True)[3] / B, atol=1e-5)
 
 
 def test_impala_loss_gradient_in_graph(backend):

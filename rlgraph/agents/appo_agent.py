@@ -51,6 +51,14 @@ class APPOAgent(IMPALAAgent):
         self.num_epochs, self.num_minibatches = args["num_epochs"], args["num_minibatches"]
         self.max_policy_lag = args["max_policy_lag"]
         self.minibatch_unit = args["minibatch_unit"]
+        replay, loss_spec = kwargs.get("replay_proportion"), kwargs.get("loss_spec")
+        if isinstance(replay, (int, float)) and replay > 0 and isinstance(loss_spec, dict) and \
+                loss_spec.get("normalize_advantages") is True:
+            raise spec_error(type(self).__name__, "replay_proportion",
+                             f"{replay} with loss_spec.normalize_advantages: APPO standardizes its advantages after "
+                             f"V-trace's importance weights (as Sample Factory does), which turns replayed samples "
+                             f"the policy no longer takes into a push away from them. Use replay without "
+                             f"normalize_advantages, or IMPALA (which weighs after standardizing).")
         super().__init__(state_space, action_space, **kwargs)
 
     def build_root(self):

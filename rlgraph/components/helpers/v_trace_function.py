@@ -32,6 +32,10 @@ class VTraceFunction(Component):
             rewards [T, B], values [T, B], bootstrap_values [B]) -> (vs [T, B], pg_advantages [T, B]).
             ``log_probs_*`` are the log-likelihoods of the taken actions under the learner (target) and
             the actor (behaviour) policy, ``values`` = V(x_t) and ``bootstrap_values`` = V(x_T).
+        calc_v_trace_terms(same arguments) -> (vs [T, B], td_advantages [T, B], clipped_pg_rhos [T, B]): the
+            advantages' two factors, ``pg_advantages = clipped_pg_rhos * td_advantages`` with
+            ``td_advantages_s = r_s + discount_s v_{s+1} - V(x_s)``, for losses that transform the advantages
+            before weighting them (normalized advantages).
     """
 
     default_scope = "v-trace-function"
@@ -54,7 +58,14 @@ class VTraceFunction(Component):
     @rlgraph_api
     def calc_v_trace_values(self, log_probs_target, log_probs_behaviour, discounts, rewards, values,
                             bootstrap_values):
-        # Both outputs are constants for gradients: cut the inputs first, so that no backend records the
+        vs, td_advantages, clipped_pg_rhos = self.calc_v_trace_terms(log_probs_target, log_probs_behaviour, discounts,
+                                                                     rewards, values, bootstrap_values)
+        return vs, self._graph_fn_weigh(clipped_pg_rhos, td_advantages)
+
+    @rlgraph_api
+    def calc_v_trace_terms(self, log_probs_target, log_probs_behaviour, discounts, rewards, values,
+                           bootstrap_values):
+        # All outputs are constants for gradients: cut the inputs first, so that no backend records the
         # recursion for a backward pass (PyTorch's autograd would, at every step).
         log_probs_target, values, bootstrap_values = self._graph_fn_stop_gradient(log_probs_target, values,
                                                                                  bootstrap_values)
@@ -65,7 +76,7 @@ class VTraceFunction(Component):
         vs_minus_values = self.sequence_helper.reverse_discounted_cumsum(deltas, decays)
         vs = self._graph_fn_add(vs_minus_values, values)
         next_vs = self.sequence_helper.calc_next_values(vs, bootstrap_values)
-        return self._graph_fn_targets_and_advantages(vs, next_vs, clipped_pg_rhos, discounts, rewards, values)
+        return self._graph_fn_targets_and_terms(vs, next_vs, clipped_pg_rhos, discounts, rewards, values)
 
     @graph_fn
     def _graph_fn_temporal_differences(self, clipped_rhos, cs, discounts, rewards, values, next_values):
@@ -87,7 +98,11 @@ class VTraceFunction(Component):
         clip = lambda threshold: rhos if threshold is None else ops.minimum(rhos, threshold)  # noqa: E731
         return clip(self.rho_bar), self.lambda_ * clip(self.c_bar), clip(self.rho_bar_pg)
 
+    @graph_fn(returns=3)
+    def _graph_fn_targets_and_terms(self, vs, next_vs, clipped_pg_rhos, discounts, rewards, values):
+        stop = self.ops.stop_gradient
+        return stop(vs), stop(rewards + discounts * next_vs - values), stop(clipped_pg_rhos)
+
     @graph_fn
-    def _graph_fn_targets_and_advantages(self, vs, next_vs, clipped_pg_rhos, discounts, rewards, values):
-        pg_advantages = clipped_pg_rhos * (rewards + discounts * next_vs - values)
-        return self.ops.stop_gradient(vs), self.ops.stop_gradient(pg_advantages)
+    def _graph_fn_weigh(self, weights, advantages):
+        return weights * advantages

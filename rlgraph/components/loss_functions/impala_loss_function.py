@@ -33,9 +33,11 @@ class IMPALALossFunction(LossFunction):
         rho_bar, rho_bar_pg, c_bar, lambda_: V-trace clipping thresholds and trace decay (``VTraceFunction``).
         time_major: Whether unrolls are [T, B] (True) or [B, T] (False).
         time_reduction: "sum" or "mean" of the per-step terms over time.
-        normalize_advantages: Standardize the policy-gradient advantages over the whole batch (mean 0, std 1), as
-            PPO implementations do (not in the IMPALA paper): the entropy bonus then weighs the same against
-            them whatever the scale of the rewards and values.
+        normalize_advantages: Standardize the advantages over the whole batch (mean 0, std 1), as PPO
+            implementations do (not in the IMPALA paper): the entropy bonus then weighs the same against them
+            whatever the scale of the rewards and values. What is standardized is ``r_t + discount_t vs_{t+1} -
+            V(x_t)``; V-trace's importance weight ``min(rho_bar_pg, pi/mu)`` multiplies the result, so a sample
+            the learner's policy no longer takes (weight ~0, e.g. a replayed one) still adds no policy gradient.
 
     API:
         loss(log_probs [T, B], behaviour_log_probs [T, B], entropies [T, B], values [T, B],
@@ -93,9 +95,9 @@ class IMPALALossFunction(LossFunction):
     @rlgraph_api
     def loss_per_item(self, log_probs, behaviour_log_probs, entropies, values, bootstrap_values, rewards, terminals):
         rewards, discounts = self._graph_fn_clip_rewards_and_discount(rewards, terminals)
-        vs, pg_advantages = self.v_trace_function.calc_v_trace_values(log_probs, behaviour_log_probs, discounts,
-                                                                      rewards, values, bootstrap_values)
-        return self._graph_fn_loss_per_item(log_probs, entropies, values, vs, pg_advantages)
+        vs, td_advantages, pg_rhos = self.v_trace_function.calc_v_trace_terms(
+            log_probs, behaviour_log_probs, discounts, rewards, values, bootstrap_values)
+        return self._graph_fn_loss_per_item(log_probs, entropies, values, vs, td_advantages, pg_rhos)
 
     def _step_losses(self, log_probs, entropies, values, vs, pg_advantages):
         """The per-step losses [T, B] (arithmetic only, so it serves both backends' graph functions)."""
@@ -113,8 +115,11 @@ class IMPALALossFunction(LossFunction):
         return rewards, self.discount * (1.0 - ops.cast(terminals, rewards.dtype))
 
     @graph_fn
-    def _graph_fn_loss_per_item(self, log_probs, entropies, values, vs, pg_advantages):
-        per_step = self._step_losses(log_probs, entropies, values, vs, self._advantages(pg_advantages))
+    def _graph_fn_loss_per_item(self, log_probs, entropies, values, vs, td_advantages, pg_rhos):
+        # The importance weights apply after normalization: standardizing rho * A instead would give the samples
+        # an update has made unlikely (rho ~ 0, e.g. replayed ones) the advantage -mean/std, a push away from the
+        # behaviour policy that feeds on itself (seen as a collapse to one action on Pong with replay).
+        per_step = self._step_losses(log_probs, entropies, values, vs, pg_rhos * self._advantages(td_advantages))
         return self._reduce_time(per_step)
 
     def _advantages(self, advantages):
