@@ -56,9 +56,7 @@ class IMPALALearner(Learner):
         self._rng = np.random.default_rng(seed)
         self.queue = []
         self.batch_columns, self.max_pending = 1, None
-        # The replay: a ring of batches (the next slot to fill is ``_replay_next``), the new batches learned from
-        # and the batches replayed so far.
-        self._replay, self._replay_next, self._new_batches, self._replayed = [], 0, 0, 0
+        self.forget_replay()
 
     @classmethod
     def settings_of(cls, agent):
@@ -113,15 +111,16 @@ class IMPALALearner(Learner):
     def get_state(self):
         """Counters, the minibatch shuffling generator's state, the queued unrolls and the replay's batches."""
         return dict(super().get_state(), rng=self._rng.bit_generator.state, queue=list(self.queue),
-                    replay=dict(batches=list(self._replay), next=self._replay_next, new_batches=self._new_batches,
-                                replayed=self._replayed))
+                    replay=dict(batches=list(self._replay), new_batches=self._new_batches, replayed=self._replayed))
 
     def get_state_without_replay(self):
         """``get_state`` without the replay (a run resumed from it starts with an empty one)."""
         return {k: v for k, v in self.get_state().items() if k != "replay"}
 
     def forget_replay(self):
-        self._replay, self._replay_next, self._new_batches, self._replayed = [], 0, 0, 0
+        # The replay: a ring of batches (the k-th new batch goes to slot k mod replay_slots), the new batches
+        # learned from and the batches replayed so far.
+        self._replay, self._new_batches, self._replayed = [], 0, 0
 
     def set_state(self, state):
         super().set_state(state)
@@ -131,7 +130,7 @@ class IMPALALearner(Learner):
         if replay is None:
             self.forget_replay()
         else:
-            self._replay, self._replay_next = list(replay["batches"]), int(replay["next"])
+            self._replay = list(replay["batches"])
             self._new_batches, self._replayed = int(replay["new_batches"]), int(replay["replayed"])
 
     @property
@@ -184,8 +183,7 @@ class IMPALALearner(Learner):
         if len(self._replay) < self.replay_slots:
             self._replay.append(batch)
         else:
-            self._replay[self._replay_next] = batch
-        self._replay_next = (self._replay_next + 1) % self.replay_slots
+            self._replay[self._new_batches % self.replay_slots] = batch
         self._new_batches += 1
         due = int(np.floor(self._new_batches * self.replay_proportion + 1e-9)) - self._replayed
         results, lags = [], []
