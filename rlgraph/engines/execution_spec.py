@@ -42,7 +42,7 @@ SCHEMA = dict(
     all_reduce=OneOf("native", "horovod"), learner_thread=Bool(),
     math_threads=Optional(AnyOf(Int(min=1), Mapping(dict(tf=Int(min=1), pytorch=Int(min=1))),
                                 what="a positive int, or a dict {\"tf\": N, \"pytorch\": N} of them")),
-    tf_cpu_allocator=Optional(OneOf(*TF_CPU_ALLOCATORS)),
+    tf_cpu_allocator=Optional(OneOf(*TF_CPU_ALLOCATORS)), malloc_pooling=Bool(),
     devices=Optional(ListOf(Str(), min_items=1,
                             what="a non-empty list of device strings (e.g. [\"gpu:0\", \"gpu:1\"])")))
 
@@ -122,6 +122,12 @@ class ExecutionSpec:
             ``TF_CPU_ALLOCATOR_USE_BFC`` once); where TensorFlow has already run, the run keeps the allocator it
             has (logged as a warning). None: the process's environment decides (TensorFlow's default allocator
             unless ``TF_CPU_ALLOCATOR_USE_BFC`` is set). PyTorch runs ignore it.
+        malloc_pooling: Pooling in the C allocator (glibc's malloc) of the training process and the
+            processes it starts after: freed buffers of up to 32 MiB are kept for the next update instead of
+            being handed back to the system and faulted in anew (``rlgraph.utils.malloc_pooling``; fixed
+            mmap threshold 32 MiB, trim threshold 1 GiB). PyTorch's CPU tensors come from this allocator: its
+            learner's per-update intermediates are what it saves (on TensorFlow, ``tf_cpu_allocator`` "bfc"
+            pools them). Where the C library is not glibc it is not applied (logged as a warning).
     """
 
     num_actors: int = 2
@@ -154,6 +160,7 @@ class ExecutionSpec:
     learner_thread: bool = False
     math_threads: typing.Union[int, dict, None] = None
     tf_cpu_allocator: typing.Optional[str] = None
+    malloc_pooling: bool = False
 
     @classmethod
     def from_config(cls, config, path="execution_spec", **overrides):
@@ -215,6 +222,13 @@ class ExecutionSpec:
             logger.warning("tf_cpu_allocator %r not applied: TensorFlow has already run in this process and keeps "
                            "its CPU allocator (select it before anything runs on TensorFlow, e.g. in a fresh "
                            "process, or set %s=%s).", self.tf_cpu_allocator, TF_CPU_ALLOCATOR_VARIABLE, value)
+
+    def apply_malloc_pooling(self):
+        """Turns on pooling in glibc's malloc for this process and the processes it starts after, if the spec
+        asks for it (a process's own setting, which a run leaves on)."""
+        if self.malloc_pooling:
+            from rlgraph.utils.malloc_pooling import enable_malloc_pooling
+            enable_malloc_pooling()
 
     def envs_per_actor_for(self, num_envs):
         """Environments per actor: the spec's value, else ``num_envs`` divided over the actors (>= 1)."""

@@ -119,6 +119,7 @@ def train(config, engine=None, env_id=None, backend=None, steps=None, seconds=No
     loggers = check_loggers(loggers)
     # Before anything runs on TensorFlow (it reads the allocator once); every engine's learner process takes it.
     run.execution.apply_tf_cpu_allocator()
+    run.execution.apply_malloc_pooling()
     if run.follows:
         return _follow(run)
     created = bool(logdir) and not os.path.exists(logdir)
