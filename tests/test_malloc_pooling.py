@@ -13,11 +13,11 @@ import pytest
 
 from rlgraph.engines import ExecutionSpec
 from rlgraph.utils.errors import RLGraphSpecError
-from rlgraph.utils.malloc_pooling import VARIABLES, _glibc
+from rlgraph.utils.malloc_pooling import VARIABLES, glibc_library
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-pytestmark = pytest.mark.skipif(_glibc() is None, reason="glibc's malloc only")
+pytestmark = pytest.mark.skipif(glibc_library() is None, reason="glibc's malloc only")
 
 #: Rounds of 40 buffers of 4 MiB, each written, all freed at the end of the round; prints the page faults of
 #: the rounds after the first (the first faults everything in either way).

@@ -26,7 +26,7 @@ TRIM_THRESHOLD = 1024 * 1024 * 1024
 VARIABLES = {"MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD), "MALLOC_TRIM_THRESHOLD_": str(TRIM_THRESHOLD)}
 
 
-def _glibc():
+def glibc_library():
     """The C library if it is glibc (it has ``gnu_get_libc_version`` and ``mallopt``), else None."""
     name = ctypes.util.find_library("c")
     if name is None:
@@ -46,7 +46,7 @@ def enable_malloc_pooling():
     Returns:
         True where applied; False where the C library is not glibc (macOS, musl), logged as a warning.
     """
-    libc = _glibc()
+    libc = glibc_library()
     if libc is None:
         logger.warning("malloc_pooling not applied: the C library is not glibc (its mallopt thresholds are "
                        "glibc's).")
