@@ -84,7 +84,7 @@ def test_pooling_keeps_freed_buffers_for_reuse():
 
 
 @pytest.mark.parametrize("execution, expected", [
-    ({"malloc_pooling": True}, dict(VARIABLES)),
+    ({"malloc_pooling": True}, {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "1073741824"}),
     ({}, {"MALLOC_MMAP_THRESHOLD_": None, "MALLOC_TRIM_THRESHOLD_": None}),
 ])
 def test_a_run_applies_it_only_when_asked(execution, expected):
