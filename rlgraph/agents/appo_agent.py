@@ -48,7 +48,7 @@ class APPOAgent(IMPALAAgent):
         args = check_args(type(self).__name__, APPOAgent.ARG_RULES, dict(
             num_epochs=num_epochs, num_minibatches=num_minibatches, max_policy_lag=max_policy_lag,
             minibatch_unit=minibatch_unit))
-        self.num_epochs, self.num_minibatches = args["num_epochs"], args["num_minibatches"]
+        self.num_epochs = args["num_epochs"]
         self.max_policy_lag = args["max_policy_lag"]
         self.minibatch_unit = args["minibatch_unit"]
         replay, loss_spec = kwargs.get("replay_proportion"), kwargs.get("loss_spec")
@@ -59,7 +59,7 @@ class APPOAgent(IMPALAAgent):
                              f"V-trace's importance weights (as Sample Factory does), which turns replayed samples "
                              f"the policy no longer takes into a push away from them. Use replay without "
                              f"normalize_advantages, or IMPALA (which weighs after standardizing).")
-        super().__init__(state_space, action_space, **kwargs)
+        super().__init__(state_space, action_space, num_minibatches=args["num_minibatches"], **kwargs)
 
     def build_root(self):
         root, spaces = super().build_root()

@@ -43,6 +43,9 @@ class IMPALAAgent(Agent):
             ones are (V-trace corrects for their older behaviour policy; APPO's ``max_policy_lag`` applies to new
             batches only); 0: no replay.
         replay_slots: The batches (the newest) the replay keeps.
+        num_minibatches: Optimizer steps per batch (new or replayed), each on an equal share of its environment
+            columns (whole trajectories, shuffled), V-trace computed per minibatch: more steps per sample at about
+            the same compute. 1: one step on the whole batch.
         **kwargs: See ``Agent``.
     """
 
@@ -54,23 +57,24 @@ class IMPALAAgent(Agent):
     learner_class = IMPALALearner
     actor_api_methods = ("act", "get_greedy_actions", "get_state_values")
     #: One pass over each unroll, no sample dropped (APPO's arguments change these).
-    num_epochs, num_minibatches, max_policy_lag, minibatch_unit = 1, 1, None, "trajectories"
+    num_epochs, max_policy_lag, minibatch_unit = 1, None, "trajectories"
 
     #: What the checked constructor arguments accept (``loss_spec``, ``reward_clipping`` and ``reward_scale`` as the
     #: algorithm component takes them).
     ARG_RULES = dict(unroll_length=Int(min=1), schedule_timesteps=Int(min=1), prev_action_reward=Bool(),
-                     replay_proportion=Number(min=0.0), replay_slots=Int(min=1),
+                     replay_proportion=Number(min=0.0), replay_slots=Int(min=1), num_minibatches=Int(min=1),
                      **{k: IMPALAAlgorithmComponent.ARG_RULES[k] for k in ("loss_spec", "reward_clipping",
                                                                            "reward_scale", "policy_spec")})
 
     def __init__(self, state_space, action_space, unroll_length=32, value_network_spec=None, loss_spec=None,
                  reward_clipping=None, reward_scale=1.0, prev_action_reward=False, schedule_timesteps=1_000_000,
-                 policy_spec=None, replay_proportion=0.0, replay_slots=100, **kwargs):
+                 policy_spec=None, replay_proportion=0.0, replay_slots=100, num_minibatches=1, **kwargs):
         name = type(self).__name__
         args = check_args(name, IMPALAAgent.ARG_RULES, dict(
             unroll_length=unroll_length, schedule_timesteps=schedule_timesteps, prev_action_reward=prev_action_reward,
             loss_spec=loss_spec, reward_clipping=reward_clipping, reward_scale=reward_scale, policy_spec=policy_spec,
-            replay_proportion=replay_proportion, replay_slots=replay_slots))
+            replay_proportion=replay_proportion, replay_slots=replay_slots, num_minibatches=num_minibatches))
+        self.num_minibatches = args["num_minibatches"]
         self.replay_proportion, self.replay_slots = float(args["replay_proportion"]), args["replay_slots"]
         self.policy_spec = dict(args["policy_spec"] or {})
         self.unroll_length, self.schedule_timesteps = args["unroll_length"], args["schedule_timesteps"]
