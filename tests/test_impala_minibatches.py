@@ -1,6 +1,7 @@
 """IMPALA's ``num_minibatches``: each batch (new or replayed) is learned from in that many optimizer steps, each on
 an equal share of its environment columns, shuffled by the learner's generator; the same weights as a learner
-without minibatches given those shares one after another; bad values refused naming the key."""
+without minibatches given those shares one after another; bad values, and more minibatches than the batch has
+columns, refused with a message naming them."""
 import json
 import os
 import sys
@@ -76,3 +77,9 @@ def test_bad_num_minibatches_is_refused_naming_the_key(value, says):
         impala("pytorch", num_minibatches=value)
     message = str(info.value)
     assert "num_minibatches" in message and says in message, message
+
+
+def test_more_minibatches_than_columns_is_refused_naming_both():
+    agent = impala("pytorch", num_minibatches=16)
+    with pytest.raises(RLGraphError, match=r"num_minibatches=16 is more than the batch's 8 environment columns"):
+        agent.learner.update(unroll_batch(agent))
