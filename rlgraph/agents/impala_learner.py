@@ -201,11 +201,11 @@ class IMPALALearner(Learner):
         initial = batch.get("initial_internal_states")
         versions = batch.get("policy_versions")
         n = unroll["rewards"].shape[1]
-        have = unroll["rewards"].size if self.minibatch_unit == "samples" else n
+        have, unit = ((unroll["rewards"].size, "samples") if self.minibatch_unit == "samples" else
+                      (n, "environment columns (trajectories)"))
         if have < self.num_minibatches:
             raise RLGraphError(
-                f"{self.name}: num_minibatches={self.num_minibatches} is more than the batch's {have} "
-                f"{'samples' if self.minibatch_unit == 'samples' else 'environment columns (trajectories)'}: "
+                f"{self.name}: num_minibatches={self.num_minibatches} is more than the batch's {have} {unit}: "
                 f"each minibatch needs at least one; use at most {have} (or more environments per batch).")
         if self.minibatch_unit == "samples":
             return self._learn_samples(unroll, bootstrap, versions, max_lag)
