@@ -12,9 +12,7 @@ from rlgraph.utils.errors import RLGraphError
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_execute_steps import batch as unroll_batch  # noqa: E402
-from test_impala_replay import impala  # noqa: E402
-
-SEED = 5  # The agents' seed in test_impala_replay.impala (the learner's generator is seeded with it).
+from test_impala_replay import SEED, impala  # noqa: E402
 
 
 def columns_of(batch, columns):

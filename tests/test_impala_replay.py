@@ -76,6 +76,9 @@ def test_no_replay_by_default_and_the_replay_in_the_run_state():
     assert other.replay_size == 0
 
 
+SEED = 5  # The agents' seed; their learners' shuffling generators are seeded with it.
+
+
 def impala(backend, kind="impala", **changes):
     with open(os.path.join(CONFIGS, f"{kind}_cartpole.json")) as f:
         config = json.load(f)
@@ -83,7 +86,7 @@ def impala(backend, kind="impala", **changes):
                                                            "execution_spec")}
     config["network_spec"] = [{"type": "dense", "units": 16, "activation": "tanh"}]
     config.update(changes)
-    return Agent.from_spec(config, state_space=FloatBox(shape=(4,)), action_space=IntBox(2), backend=backend, seed=5)
+    return Agent.from_spec(config, state_space=FloatBox(shape=(4,)), action_space=IntBox(2), backend=backend, seed=SEED)
 
 
 @pytest.mark.all_backends
