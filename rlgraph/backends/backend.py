@@ -43,11 +43,28 @@ class Backend:
         raise NotImplementedError
 
     def to_backend(self, value):
-        """Converts a numpy value (nested dicts/tuples allowed) into backend tensors."""
-        raise NotImplementedError
+        """Converts a numpy value (nested dicts/tuples/lists allowed; lists come back as tuples) into backend
+        tensors."""
+        if isinstance(value, dict):
+            return {k: self.to_backend(v) for k, v in value.items()}
+        if isinstance(value, (tuple, list)):
+            return tuple(self.to_backend(v) for v in value)
+        return self._leaf_to_backend(value)
 
     def to_numpy(self, value):
-        """Converts backend tensors (nested dicts/tuples/lists allowed) to numpy."""
+        """Converts backend tensors (nested dicts/tuples/lists allowed; lists come back as tuples) to numpy."""
+        if isinstance(value, dict):
+            return {k: self.to_numpy(v) for k, v in value.items()}
+        if isinstance(value, (tuple, list)):
+            return tuple(self.to_numpy(v) for v in value)
+        return self._leaf_to_numpy(value)
+
+    def _leaf_to_backend(self, value):
+        """One numpy array or Python value as a backend tensor."""
+        raise NotImplementedError
+
+    def _leaf_to_numpy(self, value):
+        """One backend tensor or variable as numpy; anything else unchanged."""
         raise NotImplementedError
 
     def shape_and_dtype(self, value):

@@ -134,24 +134,16 @@ class JaxBackend(Backend):
     def assign_variable(self, var, value):
         var.value = _to_device(np.asarray(value, dtype=var.dtype))
 
-    def to_backend(self, value):
-        if isinstance(value, dict):
-            return {k: self.to_backend(v) for k, v in value.items()}
-        if isinstance(value, (tuple, list)):
-            return tuple(self.to_backend(v) for v in value)
+    def _leaf_to_backend(self, value):
         if isinstance(value, np.ndarray):
             return value if value.dtype.kind in "USO" else _to_device(value)
         return jax.numpy.asarray(value)
 
-    def to_numpy(self, value):
+    def _leaf_to_numpy(self, value):
         if isinstance(value, JaxVariable):
             return np.array(value.value, copy=True)
         if isinstance(value, jax.Array):
             return np.asarray(value)
-        if isinstance(value, dict):
-            return {k: self.to_numpy(v) for k, v in value.items()}
-        if isinstance(value, (tuple, list)):
-            return tuple(self.to_numpy(v) for v in value)
         return value
 
     def shape_and_dtype(self, value):

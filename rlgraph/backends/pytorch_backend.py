@@ -39,26 +39,18 @@ class PyTorchBackend(Backend):
         with torch.no_grad():
             var.copy_(torch.as_tensor(np.asarray(value)).to(var.dtype))
 
-    def to_backend(self, value):
-        if isinstance(value, dict):
-            return {k: self.to_backend(v) for k, v in value.items()}
-        if isinstance(value, (tuple, list)):
-            return tuple(self.to_backend(v) for v in value)
+    def _leaf_to_backend(self, value):
         if isinstance(value, np.ndarray):
             if value.dtype.kind in "US":
                 return value
             return torch.from_numpy(value)
         return torch.as_tensor(value)
 
-    def to_numpy(self, value):
+    def _leaf_to_numpy(self, value):
         if isinstance(value, torch.nn.Parameter):
             return value.detach().cpu().numpy().copy()  # Never hand out views of live weights.
         if isinstance(value, torch.Tensor):
             return value.detach().cpu().numpy()
-        if isinstance(value, dict):
-            return {k: self.to_numpy(v) for k, v in value.items()}
-        if isinstance(value, (tuple, list)):
-            return tuple(self.to_numpy(v) for v in value)
         return value
 
     def shape_and_dtype(self, value):

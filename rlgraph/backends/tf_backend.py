@@ -76,23 +76,15 @@ class TFBackend(Backend):
     def assign_variable(self, var, value):
         var.assign(np.asarray(value, dtype=var.dtype.as_numpy_dtype))
 
-    def to_backend(self, value):
-        if isinstance(value, dict):
-            return {k: self.to_backend(v) for k, v in value.items()}
-        if isinstance(value, (tuple, list)):
-            return tuple(self.to_backend(v) for v in value)
+    def _leaf_to_backend(self, value):
         return tf.convert_to_tensor(value)
 
     def python_scalar_input(self, value, py_type):
         return tf.convert_to_tensor(np.asarray(value, dtype=_PY_DTYPES[py_type]))
 
-    def to_numpy(self, value):
+    def _leaf_to_numpy(self, value):
         if isinstance(value, (tf.Tensor, tf.Variable)):
             return value.numpy()
-        if isinstance(value, dict):
-            return {k: self.to_numpy(v) for k, v in value.items()}
-        if isinstance(value, (tuple, list)):
-            return tuple(self.to_numpy(v) for v in value)
         return value
 
     def shape_and_dtype(self, value):
