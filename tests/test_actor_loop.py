@@ -129,6 +129,42 @@ def test_a_loop_for_all_environments_threads_its_state_and_returns_items_without
         loop.act(_step(1)[0], np.array([0]))
 
 
+class EndingEnv:
+    """Three rows; row 1's episode ends at every step: its next observation is the reset's (-1), its
+    ``final_obs`` the episode's last (100 + row)."""
+
+    def __init__(self):
+        self.actions = []
+
+    def step(self, actions):
+        self.actions.append(actions)
+        obs = np.arange(3, dtype=np.float32)[:, None] + 10 * len(self.actions)
+        self.final_obs = obs.copy()
+        obs[1], self.final_obs[1] = -1.0, 101.0
+        terminals = np.array([False, True, False])
+        return obs, np.ones(3, np.float32), terminals, np.zeros(3, bool)
+
+
+def test_step_acts_steps_and_observes_with_the_final_observations():
+    """``ActorLoop.step``, every worker's step: the actor acts on the given observations, the items' next
+    states are the env's ``final_obs`` (an ended episode bootstraps from its last observation, not the
+    reset's), the returned observations are the env's next ones, and the recurrent state carries on."""
+    from rlgraph.trajectories import NStepBuilder
+    actor, sink, env = RecordingActor(), Sink(), EndingEnv()
+    loop = ActorLoop(actor, NStepBuilder(1, 0.9), sink=sink)
+    obs0 = np.zeros((3, 1), np.float32)
+    obs1, items, num_steps = loop.step(env, obs0)
+    assert num_steps == 3 and sink.steps == 3 and len(env.actions) == 1
+    np.testing.assert_array_equal(obs1[:, 0], [10, -1, 12])
+    np.testing.assert_array_equal(items["next_states"][:, 0], [10, 101, 12])
+    np.testing.assert_array_equal(items["states"][:, 0], [0, 0, 0])
+    assert "timesteps" not in actor.calls[-1]
+    obs2, items, _ = loop.step(env, obs1, timesteps=7)
+    assert actor.calls[-1]["timesteps"] == 7
+    np.testing.assert_array_equal(items["states"][:, 0], [10, -1, 12])  # Acted on what the last step returned.
+    np.testing.assert_array_equal(actor.calls[-1]["internal_states"][0], [1, 0, 1])  # Row 1's episode ended.
+
+
 def test_every_builder_takes_its_actors_steps_as_they_come():
     """One ``add(env_ids, step)`` contract: each agent's ``make_step`` output goes into its builder unchanged."""
     for name in NAMES:

@@ -22,7 +22,8 @@ class ActorLoop:
       steps taken, and returns them.
 
     ``observe`` is the second half for a vector of environments that steps with the loop: ``check_step``
-    (where the loop has a ``StepCheck``), ``add_step`` and ``carry_states``. A worker's loop::
+    (where the loop has a ``StepCheck``), ``add_step`` and ``carry_states``. ``step`` is a worker's whole step
+    (every worker's loop is ``obs, items, n = loop.step(env, obs)``)::
 
         actions, extras = loop.act(obs)
         next_obs, rewards, terminals, truncations = env.step(actions)
@@ -169,6 +170,20 @@ class ActorLoop:
         items = self.add_step(states, actions, rewards, next_states, terminals, truncations, extras, env_ids)
         self.carry_states(extras, rewards, terminals | truncations, env_ids)
         return items
+
+    def step(self, env, states, timesteps=None):
+        """One step of a vector env (``rlgraph.environments.VectorEnv``) that steps with this loop: ``act`` on
+        ``states`` (its current observations), ``env.step`` and ``observe`` (with ``env.final_obs`` as the next
+        states, so that episodes that ended bootstrap from their last observation, not the reset's).
+
+        Returns:
+            ``(next_states, items, num_env_steps)``: the observations to act on next, the items the step
+            completed (None: none) and the env steps it took.
+        """
+        actions, extras = self.act(states, timesteps=timesteps)
+        next_states, rewards, terminals, truncations = env.step(actions)
+        items = self.observe(states, actions, rewards, env.final_obs, terminals, truncations, extras)
+        return next_states, items, len(rewards)
 
     # --- environments that start over ------------------------------------------------------------------------
     def forget(self, env_ids):

@@ -6,7 +6,7 @@ import numpy as np
 
 from rlgraph.utils.errors import RLGraphCheckpointError, RLGraphSpecError
 from rlgraph.workers.actor_loop import ActorLoop
-from rlgraph.workers.vector_worker import VectorWorker, _write_startup_probe
+from rlgraph.workers.vector_worker import VectorWorker
 
 logger = logging.getLogger(__name__)
 
@@ -71,15 +71,10 @@ class PipelinedWorker(VectorWorker):
         loop, env = self.loop, self.env
         steps = 0
         while steps < num_env_steps:
-            actions, extras = loop.act(self.obs)
-            next_obs, rewards, terminals, truncations = env.step(actions)
-            if self._startup_probe is not None:
-                _write_startup_probe(self._startup_probe)
-                self._startup_probe = None
-            items = loop.observe(self.obs, actions, rewards, env.final_obs, terminals, truncations, extras)
-            self.obs = next_obs
-            steps += len(rewards)
-            self._unreported_steps += len(rewards)
+            self.obs, items, num_steps = loop.step(env, self.obs)
+            self._after_env_step()
+            steps += num_steps
+            self._unreported_steps += num_steps
             if items is not None:
                 self._waiting.append(items)
             if not self._in_flight or (self._waiting if self._handover_steps is None else

@@ -93,19 +93,20 @@ class VectorWorker(Engine):
         results = []
         steps = 0
         while steps < num_env_steps:
-            actions, extras = loop.act(self.obs)
-            next_obs, rewards, terminals, truncations = env.step(actions)
-            if self._startup_probe is not None:
-                _write_startup_probe(self._startup_probe)
-                self._startup_probe = None
-            loop.observe(self.obs, actions, rewards, env.final_obs, terminals, truncations, extras)
-            self.obs = next_obs
-            steps += len(rewards)
+            self.obs, _, num_steps = loop.step(env, self.obs)
+            self._after_env_step()
+            steps += num_steps
             if self.learn:
                 while agent.ready_to_update():
                     results.append(agent.update())
         self.env_steps += steps
         return dict(env_steps=steps, episodes=env.pop_finished_episodes(), results=results)
+
+    def _after_env_step(self):
+        """Writes the start-up probe after the first environment step (``STARTUP_PROBE_ENV``)."""
+        if self._startup_probe is not None:
+            _write_startup_probe(self._startup_probe)
+            self._startup_probe = None
 
     def evaluate(self, env, num_episodes):
         """Returns of the greedy policy over ``num_episodes`` episodes of the vector env ``env``.

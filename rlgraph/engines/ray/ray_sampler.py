@@ -133,13 +133,10 @@ class RaySampler:
         loop, env = self.loop, self.env
         items, versions = [], []
         for _ in range(int(num_vector_steps)):
-            actions, extras = loop.act(self.obs, timesteps=self.timesteps)
-            next_obs, rewards, terminals, truncations = env.step(actions)
-            out = loop.observe(self.obs, actions, rewards, env.final_obs, terminals, truncations, extras)
-            self.timesteps += len(rewards)
+            self.obs, out, num_steps = loop.step(env, self.obs, timesteps=self.timesteps)
+            self.timesteps += num_steps
             if out is not None:
                 items.append(out)
-            self.obs = next_obs
         items = self.actor.process_item_list(items)
         for item in items:
             versions.append(np.ravel(_versions_of(item)))
