@@ -159,7 +159,7 @@ def test_step_acts_steps_and_observes_with_the_final_observations():
     np.testing.assert_array_equal(items["next_states"][:, 0], [10, 101, 12])
     np.testing.assert_array_equal(items["states"][:, 0], [0, 0, 0])
     assert "timesteps" not in actor.calls[-1]
-    obs2, items, _ = loop.step(env, obs1, timesteps=7)
+    _, items, _ = loop.step(env, obs1, timesteps=7)
     assert actor.calls[-1]["timesteps"] == 7
     np.testing.assert_array_equal(items["states"][:, 0], [10, -1, 12])  # Acted on what the last step returned.
     np.testing.assert_array_equal(actor.calls[-1]["internal_states"][0], [1, 0, 1])  # Row 1's episode ended.

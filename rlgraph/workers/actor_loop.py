@@ -22,8 +22,8 @@ class ActorLoop:
       steps taken, and returns them.
 
     ``observe`` is the second half for a vector of environments that steps with the loop: ``check_step``
-    (where the loop has a ``StepCheck``), ``add_step`` and ``carry_states``. ``step`` is a worker's whole step
-    (every worker's loop is ``obs, items, n = loop.step(env, obs)``)::
+    (where the loop has a ``StepCheck``), ``add_step`` and ``carry_states``. A worker's whole step,
+    ``obs, items, num_env_steps = loop.step(env, obs)``, is::
 
         actions, extras = loop.act(obs)
         next_obs, rewards, terminals, truncations = env.step(actions)
