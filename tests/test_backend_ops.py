@@ -171,6 +171,7 @@ def _scattered_many(o, x, y):
 
 IMAGES = np.concatenate([X, Y], -1).reshape(1, 3, 4, 2)
 KERNEL = Y.reshape(2, 1, 2, 3)
+KERNEL_WHOLE = np.concatenate([X, Y, Y, X], -1).reshape(3, 4, 2, 2)  # Covers the whole 3x4 image.
 _scatter_ref = np.zeros((5, 4), np.float32)
 _scatter_ref[[3, 0]] = X[:2]
 _scatter_many_ref = np.zeros((7, 4), np.float32)
@@ -189,6 +190,10 @@ CASES.update({
     "conv2d_same": (lambda o, x, y: o.conv2d(o.reshape(o.concat([x, y], -1), (1, 3, 4, 2)),
                                              o.reshape(y, (2, 1, 2, 3)), strides=(2, 2), padding="same"), (X, Y),
                     _conv2d_ref(IMAGES, KERNEL, 0.0, (2, 2), "same")),
+    "conv2d_whole_image": (lambda o, x, y: o.conv2d(o.reshape(o.concat([x, y], -1), (1, 3, 4, 2)),
+                                                    o.reshape(o.concat([x, y, y, x], -1), (3, 4, 2, 2)), y[0, :2],
+                                                    strides=(2, 2)), (X, Y),
+                           _conv2d_ref(IMAGES, KERNEL_WHOLE, Y[0, :2], (2, 2), "valid")),
     "resize_images": (lambda o, x: o.resize_images(o.reshape(x, (1, 3, 4, 1)), (5, 6)), (X,),
                       np.einsum("ih,nhwc,jw->nijc", _bilinear_weights(3, 5), X.reshape(1, 3, 4, 1),
                                 _bilinear_weights(4, 6)).astype(np.float32)),
