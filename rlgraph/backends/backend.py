@@ -45,19 +45,11 @@ class Backend:
     def to_backend(self, value):
         """Converts a numpy value (nested dicts/tuples/lists allowed; lists come back as tuples) into backend
         tensors."""
-        if isinstance(value, dict):
-            return {k: self.to_backend(v) for k, v in value.items()}
-        if isinstance(value, (tuple, list)):
-            return tuple(self.to_backend(v) for v in value)
-        return self._leaf_to_backend(value)
+        return _map_nested(value, self._leaf_to_backend)
 
     def to_numpy(self, value):
         """Converts backend tensors (nested dicts/tuples/lists allowed; lists come back as tuples) to numpy."""
-        if isinstance(value, dict):
-            return {k: self.to_numpy(v) for k, v in value.items()}
-        if isinstance(value, (tuple, list)):
-            return tuple(self.to_numpy(v) for v in value)
-        return self._leaf_to_numpy(value)
+        return _map_nested(value, self._leaf_to_numpy)
 
     def _leaf_to_backend(self, value):
         """One numpy array or Python value as a backend tensor."""
@@ -110,3 +102,12 @@ class Backend:
 
     def normalize_device(self, device):
         return device
+
+
+def _map_nested(value, leaf):
+    """``leaf`` applied to every value inside nested dicts, tuples and lists (lists come back as tuples)."""
+    if isinstance(value, dict):
+        return {k: _map_nested(v, leaf) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return tuple(_map_nested(v, leaf) for v in value)
+    return leaf(value)
