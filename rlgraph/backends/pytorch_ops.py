@@ -278,8 +278,7 @@ class PyTorchOps(BackendOps):
             # A kernel that covers the whole image (e.g. the 11x11 layer of the small Atari CNN) is a dense
             # layer over the flattened NHWC image: one matmul, about 10x faster on CPU than torch's conv2d on
             # the permuted views (1x1 output, the same sum).
-            flat, weights = images.reshape(images.shape[0], -1), kernel.reshape(-1, filters)
-            out = flat @ weights if bias is None else torch.addmm(bias, flat, weights)
+            out = self.linear(images.reshape(images.shape[0], -1), kernel.reshape(-1, filters), bias)
             return out.view(images.shape[0], 1, 1, filters)
         x = images.permute(0, 3, 1, 2)  # NCHW view of NHWC memory.
         if padding.lower() == "same":
