@@ -39,3 +39,32 @@ def test_the_learning_rate_follows_its_schedule_over_the_reported_env_steps(back
         np.testing.assert_allclose(quarter[key], 0.75 * start[key], rtol=1e-4, atol=1e-7, err_msg=key)
         np.testing.assert_array_equal(end[key], 0.0, err_msg=key)
         np.testing.assert_array_equal(past[key], 0.0, err_msg=key)
+
+
+@pytest.mark.all_backends
+@pytest.mark.parametrize("kind", ["impala", "dqn"])
+def test_updates_report_the_learning_rate_they_stepped_with(backend, kind):
+    """Every update's results carry "learning_rate", the schedule's value at the learner's ``time_percentage``
+    (logged as ``update/learning_rate``): IMPALA's updates of unrolls and DQN's of replayed records alike."""
+    optimizer = {"type": "adam", "learning_rate": ["polynomial", 0.01, 0.001, 2.0]}
+    if kind == "impala":
+        agent = impala(backend, schedule_timesteps=SCHEDULE_STEPS, optimizer_spec=optimizer)
+
+        def update():
+            return agent.learner.update(unroll_batch(agent, seed=3))
+    else:
+        from test_device_strategies import dqn_agent, memory_records
+        agent = dqn_agent(backend, schedule_timesteps=SCHEDULE_STEPS, optimizer_spec=optimizer)
+
+        def update():
+            return agent.learner.update(memory_records(8))
+    for env_steps, t in ((0, 0.0), (300, 0.3), (700, 1.0), (5000, 1.0)):
+        agent.learner.observe_env_steps(env_steps)
+        expected = (0.01 - 0.001) * (1.0 - t) ** 2 + 0.001  # Polynomial's closed form.
+        assert update()["learning_rate"] == pytest.approx(expected, rel=1e-6), env_steps
+
+
+def test_a_learner_without_a_schedule_reports_no_learning_rate():
+    from rlgraph.agents.learner import Learner
+    learner = Learner(executor=None, schedule_timesteps=10)
+    assert learner.learning_rate is None and learner.schedule_results() == {}

@@ -46,8 +46,9 @@ class IMPALALearner(Learner):
 
     def __init__(self, executor, name="Learner", schedule_timesteps=None, seed=0, recurrent=False,
                  prev_action_reward=False, unroll_length=None, num_epochs=1, num_minibatches=1,
-                 minibatch_unit="trajectories", max_policy_lag=None, replay_proportion=0.0, replay_slots=100):
-        super().__init__(executor, name, schedule_timesteps)
+                 minibatch_unit="trajectories", max_policy_lag=None, replay_proportion=0.0, replay_slots=100,
+                 learning_rate=None):
+        super().__init__(executor, name, schedule_timesteps, learning_rate)
         self.recurrent, self.prev_action_reward = bool(recurrent), bool(prev_action_reward)
         self.unroll_length = unroll_length
         self.num_epochs, self.num_minibatches = int(num_epochs), int(num_minibatches)
@@ -157,7 +158,7 @@ class IMPALALearner(Learner):
             and learning, over the new samples used), "dropped_samples", "num_updates" and "queue_depth" (the
             unroll batches this update learned from: queued since the last one, or 1 for a ``batch`` given); with
             replay also "replayed_batches" (this update's) and "replay_policy_lag_mean" (over the replayed
-            samples).
+            samples); and "learning_rate" (the schedule's value now, ``Learner.schedule_results``).
         """
         depth = len(self.queue) if batch is None else 1
         batch = self.pop_batch() if batch is None else batch
@@ -171,6 +172,7 @@ class IMPALALearner(Learner):
                 out["replay_policy_lag_mean"] = float(np.mean(np.concatenate(replay_lags)))
         out = dict(_summary(results, lags, dropped), **out)
         out["queue_depth"] = depth
+        out.update(self.schedule_results())
         return out
 
     def _learn_replay(self, batch):

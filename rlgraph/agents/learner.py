@@ -19,16 +19,19 @@ class Learner:
         executor: The graph executor of the learner's graph.
         name: A name for messages.
         schedule_timesteps: The env steps over which the learning-rate schedules run (``time_percentage``).
+        learning_rate: The optimizer's learning-rate schedule (a ``TimeDependentParameter``), whose value at
+            ``time_percentage`` the updates report as "learning_rate"; None: not reported.
 
     Attributes:
         updates: Optimizer updates so far (= ``weights_version``).
         timesteps: Environment steps reported so far.
     """
 
-    def __init__(self, executor, name="Learner", schedule_timesteps=None):
+    def __init__(self, executor, name="Learner", schedule_timesteps=None, learning_rate=None):
         self.executor = executor
         self.name = name
         self.schedule_timesteps = schedule_timesteps
+        self.learning_rate_schedule = learning_rate
         self.updates = 0
         self.timesteps = 0
 
@@ -40,12 +43,25 @@ class Learner:
     @classmethod
     def settings_of(cls, agent):
         """The constructor keywords of this learner class from an agent's config (subclasses add theirs)."""
-        return dict(schedule_timesteps=agent.schedule_timesteps)
+        return dict(schedule_timesteps=agent.schedule_timesteps, learning_rate=agent.root.optimizer.learning_rate)
 
     @property
     def time_percentage(self):
         """How far the agent's schedules (learning rate) have run, from the env steps reported: in [0, 1]."""
         return min(1.0, self.timesteps / self.schedule_timesteps) if self.schedule_timesteps else 0.0
+
+    @property
+    def learning_rate(self):
+        """The learning rate the optimizer steps with now (its schedule at ``time_percentage``), or None where the
+        learner was given no schedule."""
+        if self.learning_rate_schedule is None:
+            return None
+        return float(self.learning_rate_schedule.value_at(self.time_percentage))
+
+    def schedule_results(self):
+        """What an update reports of the schedules: ``{"learning_rate": ...}`` (empty without a schedule)."""
+        rate = self.learning_rate
+        return {} if rate is None else {"learning_rate": rate}
 
     @property
     def weights_version(self):

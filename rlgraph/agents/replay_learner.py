@@ -68,8 +68,9 @@ class ReplayLearner(Learner):
     #: The item keys a replay record holds (what a distributed replay stores of the builder's items).
     replay_keys = ()
 
-    def __init__(self, executor, name="Learner", schedule_timesteps=None, update_spec=None, replay_spec=None):
-        super().__init__(executor, name, schedule_timesteps)
+    def __init__(self, executor, name="Learner", schedule_timesteps=None, update_spec=None, replay_spec=None,
+                 learning_rate=None):
+        super().__init__(executor, name, schedule_timesteps, learning_rate)
         self.spec = dict(update_spec)
         self.replay_spec = replay_spec
         self.replay = LocalReplay()
@@ -150,6 +151,7 @@ class ReplayLearner(Learner):
             self._lags = []
         if self.timesteps - self.last_sync_timestep >= self.spec["sync_interval"]:
             self.sync_target()
+        results.update(self.schedule_results())
         return results
 
     def sync_target(self):
