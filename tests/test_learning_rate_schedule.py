@@ -8,7 +8,10 @@ import sys
 import numpy as np
 import pytest
 
+from rlgraph.agents.learner import Learner
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_device_strategies import dqn_agent, memory_records  # noqa: E402
 from test_execute_steps import batch as unroll_batch  # noqa: E402
 from test_impala_replay import impala  # noqa: E402
 
@@ -53,7 +56,6 @@ def test_updates_report_the_learning_rate_they_stepped_with(backend, kind):
         def update():
             return agent.learner.update(unroll_batch(agent, seed=3))
     else:
-        from test_device_strategies import dqn_agent, memory_records
         agent = dqn_agent(backend, schedule_timesteps=SCHEDULE_STEPS, optimizer_spec=optimizer)
 
         def update():
@@ -65,6 +67,5 @@ def test_updates_report_the_learning_rate_they_stepped_with(backend, kind):
 
 
 def test_a_learner_without_a_schedule_reports_no_learning_rate():
-    from rlgraph.agents.learner import Learner
     learner = Learner(executor=None, schedule_timesteps=10)
     assert learner.learning_rate is None and learner.schedule_results() == {}
