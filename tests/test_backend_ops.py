@@ -50,6 +50,7 @@ CASES = {
     "zeros": (lambda o, x: o.zeros((2, 3), "float32", like=x), (X,), np.zeros((2, 3), np.float32)),
     "arange": (lambda o, x: o.arange(5, "int64", like=x), (X,), np.arange(5, dtype=np.int64)),
     "exp": (lambda o, x: o.exp(x), (X,), np.exp(X)),
+    "expm1": (lambda o, x: o.expm1(x * 1e-4), (X,), np.expm1(X.astype(np.float64) * 1e-4)),
     "log": (lambda o, x: o.log(x), (P,), np.log(P)),
     "sqrt": (lambda o, x: o.sqrt(x), (P,), np.sqrt(P)),
     "square": (lambda o, x: o.square(x), (X,), X * X),

@@ -389,3 +389,68 @@ def test_pytorch_variables_are_contiguous():
     var = get_backend("pytorch").create_variable("v", value, trainable=True)
     assert var.is_contiguous()
     np.testing.assert_array_equal(var.detach().numpy(), value)
+
+
+def test_adam_bias_corrections_are_exact(backend):
+    """Adam's bias corrections 1 - beta ** t lose 1.3e-5 of 1 - beta_2 when beta is rounded to float32 first; with
+    gradients of the size of epsilon that is a 3e-6 error in every early step, enough to move a run of 16 Adam steps
+    on one backend off another's. The first two steps must equal Algorithm 1 in float64 to 1e-6."""
+    lr = 1.0  # Steps of about 0.5 on weights below 2: float32 resolves them to 2.4e-7 of a step.
+    test = ComponentTest(Regression(AdamOptimizer(lr, epsilon=1.0)), input_spaces=SPACES, backend=backend)
+    weights = test.executor.get_weights()
+    w, b = weights[KERNEL].astype(np.float64), weights[BIAS].astype(np.float64)
+    reference, state_w, state_b = adam_reference(epsilon=1.0), {}, {}
+    for t in (1, 2):
+        _, g_w, g_b = numpy_gradients(w, b)
+        assert 0.1 < np.abs(np.concatenate([g_w.ravel(), g_b])).min()  # Gradients of epsilon's size.
+        test.test(("update", [X, Y, 0.0]))
+        new_w, new_b = reference(w, g_w, lr, state_w, t), reference(b, g_b, lr, state_b, t)
+        weights = test.executor.get_weights()
+        np.testing.assert_allclose(weights[KERNEL] - w, new_w - w, rtol=1e-6, atol=2e-7, err_msg=f"kernel step {t}")
+        np.testing.assert_allclose(weights[BIAS] - b, new_b - b, rtol=1e-6, atol=2e-7, err_msg=f"bias step {t}")
+        w, b = weights[KERNEL].astype(np.float64), weights[BIAS].astype(np.float64)
+
+
+class LinearLoss(Component):
+    """Test-only: the loss sum(w * c) of a variable w of n entries, whose gradient is c exactly."""
+
+    def __init__(self, n):
+        self.n = n
+        super().__init__(scope="linear-loss")
+
+    def create_variables(self, input_spaces, action_space=None):
+        self.w = self.get_variable("w", shape=(self.n,), dtype="float32", initializer=0.0, trainable=True)
+
+    @rlgraph_api
+    def loss(self, c):
+        return self._graph_fn_loss(c)
+
+    @graph_fn
+    def _graph_fn_loss(self, c):
+        return self.ops.sum(self.w * c)
+
+
+class LinearStep(Component):
+    def __init__(self, n, optimizer):
+        self.linear, self.optimizer = LinearLoss(n), optimizer
+        super().__init__(self.linear, self.optimizer, scope="linear-step")
+
+    @rlgraph_api
+    def update(self, c):
+        return self.optimizer.step(self.linear.variables(), self.linear.loss(c))
+
+
+def test_global_norm_of_a_large_gradient_is_exact(backend):
+    """The clipping norm of 1.5M gradient entries of very different sizes (the Pong CNN's size) equals numpy's
+    float64 norm to 1e-6: a float32 norm accumulated serially (torch.linalg.vector_norm on the CPU) is 8e-5 off
+    there, and so was every clipped step."""
+    n = 1_500_000
+    rng = np.random.default_rng(4)
+    c = (rng.normal(size=n) * rng.exponential(size=n) ** 3).astype(np.float32)
+    norm = np.sqrt(np.sum(c.astype(np.float64) ** 2))
+    test = ComponentTest(LinearStep(n, SGDOptimizer(1.0, clip_grad_norm=1.0)),
+                         input_spaces=dict(c=FloatBox(shape=(n,))), backend=backend)
+    _, out_norm = test.test(("update", [c]))
+    np.testing.assert_allclose(out_norm, norm, rtol=1e-6)
+    step = -test.executor.get_weights()["linear-step/linear-loss/w"].astype(np.float64)
+    np.testing.assert_allclose(step, c / norm, rtol=1e-5, atol=1e-12)  # The clipped step: c / |c|.

@@ -155,6 +155,9 @@ class JaxOps(BackendOps):
     def log(self, x):
         return jnp.log(x)
 
+    def expm1(self, x):
+        return jnp.expm1(x)
+
     def sqrt(self, x):
         return jnp.sqrt(x)
 

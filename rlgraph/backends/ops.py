@@ -139,6 +139,10 @@ class BackendOps:
     def log(self, x):
         raise NotImplementedError
 
+    def expm1(self, x):
+        """exp(x) - 1, accurate near 0 (e.g. Adam's bias correction 1 - beta ** t = -expm1(t log beta))."""
+        raise NotImplementedError
+
     def sqrt(self, x):
         raise NotImplementedError
 

@@ -128,6 +128,9 @@ class PyTorchOps(BackendOps):
     def log(self, x):
         return torch.log(x)
 
+    def expm1(self, x):
+        return torch.expm1(x)
+
     def sqrt(self, x):
         return torch.sqrt(x)
 

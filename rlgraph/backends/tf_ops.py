@@ -90,6 +90,9 @@ class TFOps(BackendOps):
     def log(self, x):
         return tf.math.log(x)
 
+    def expm1(self, x):
+        return tf.math.expm1(x)
+
     def sqrt(self, x):
         return tf.sqrt(x)
 
