@@ -100,9 +100,8 @@ def test_a_run_stores_its_effective_config_and_evaluate_takes_the_same_overrides
     summary = json.loads((logdir / "summary.json").read_text())
     assert summary["overrides"] == sets[1::2]
     # The override reached the agent: the checkpoint's first layer has 24 units.
-    import torch
-    state = torch.load(next(logdir.glob("checkpoints/*/model/state_dict.pt")), weights_only=True)
-    assert sorted({tuple(v.shape) for k, v in state.items() if v.ndim == 2 and 4 in v.shape}) == [(4, 24)]
+    state = np.load(next(logdir.glob("checkpoints/*/model/variables.npz")), allow_pickle=False)
+    assert sorted({state[k].shape for k in state.files if state[k].ndim == 2 and 4 in state[k].shape}) == [(4, 24)]
     # The stored config is a config file: evaluate loads the checkpoint with it, or with the same overrides;
     # the file without them describes another agent.
     for args in (["evaluate", str(logdir / "config.json")], ["evaluate", cfg, "--backend", "pytorch"] + sets):

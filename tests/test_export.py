@@ -123,9 +123,14 @@ def _one_line_error(capsys, args, message):
 
 @pytest.mark.skipif(not backend_available("pytorch"), reason="needs PyTorch")
 def test_refusals_are_one_line(tmp_path, capsys):
-    run, _ = _stored_run(tmp_path, "dqn", "pytorch")
-    _one_line_error(capsys, [run, "--format", "saved_model", "--output", tmp_path / "sm"],
-                    "--format saved_model exports TensorFlow runs; '%s' is a PyTorch run" % run)
+    run, agent = _stored_run(tmp_path, "dqn", "pytorch")
+    if backend_available("tf"):  # Checkpoints are backend-neutral: a PyTorch run exports as a SavedModel too.
+        import tensorflow as tf
+        assert cli_main(["export", str(run), "--format", "saved_model", "--output", str(tmp_path / "sm")]) == 0
+        capsys.readouterr()
+        states = agent.state_space.with_batch_rank().sample(50, rng=np.random.default_rng(1)).astype(np.float32)
+        served = tf.saved_model.load(str(tmp_path / "sm")).signatures["serving_default"](observations=states)
+        np.testing.assert_array_equal(served["actions"].numpy(), agent.get_actions(states, explore=False))
     _one_line_error(capsys, [tmp_path / "missing", "--format", "onnx", "--output", tmp_path / "p.onnx"],
                     "is not a directory")
     (tmp_path / "empty").mkdir()

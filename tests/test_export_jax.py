@@ -165,9 +165,20 @@ def test_exported_recurrent_jax_policies_take_and_return_their_state(tmp_path):
 
 def test_jax_export_refusals_are_one_line(tmp_path, dqn_run):
     run, _ = dqn_run
-    with pytest.raises(RLGraphError, match=r"--format onnx exports PyTorch and TensorFlow runs; '.*' is a JAX run "
-                                           r"\(export it as jax_export\)\.$"):
-        export_policy(str(run), "onnx", str(tmp_path / "p.onnx"))
     (tmp_path / "file").write_text("")
     with pytest.raises(RLGraphError, match="is a file; a jax_export policy is a directory"):
         export_policy(str(run), "jax_export", str(tmp_path / "file"))
+
+
+def test_a_jax_run_exports_as_onnx(tmp_path, dqn_run):
+    """Checkpoints are backend-neutral: a JAX run's model is loaded on a backend that writes ONNX, and the file acts
+    as the JAX agent does."""
+    ort = pytest.importorskip("onnxruntime")
+    run, agent = dqn_run
+    out = export_policy(str(run), "onnx", str(tmp_path / "p.onnx"))
+    assert out["backend"] in ("tf", "pytorch")
+    observations = _observations(agent, 300, seed=3)
+    actions, scores = ort.InferenceSession(str(tmp_path / "p.onnx"), providers=["CPUExecutionProvider"]).run(
+        None, {"observations": observations})
+    np.testing.assert_array_equal(actions, agent.get_actions(observations, explore=False))
+    np.testing.assert_allclose(scores, agent.executor.execute("get_q_values", observations), rtol=1e-4, atol=1e-4)

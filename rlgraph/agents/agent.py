@@ -307,7 +307,7 @@ class Agent(Specifiable):
         return agent_checkpoint.store_model(self, path)
 
     def load_model(self, path):
-        """Restores a model stored by ``store_model``; refuses one of another agent, config or backend."""
+        """Restores a model stored by ``store_model`` on any backend; refuses one of another agent or config."""
         agent_checkpoint.load_model(self, path)
 
     def get_run_state(self, include_replay=True):

@@ -29,7 +29,7 @@ def store_model(agent, path):
 
 
 def load_model(agent, path):
-    """Restores a model stored by ``store_model``; refuses one of another agent, config or backend."""
+    """Restores a model stored by ``store_model`` on any backend; refuses one of another agent or config."""
     from rlgraph.utils.checksums import verify_manifest
     meta_path = os.path.join(path, AGENT_FILE)
     if not os.path.isfile(meta_path):
@@ -43,9 +43,6 @@ def load_model(agent, path):
     if meta.get("agent") != type(agent).__name__:
         raise RLGraphError(f"Model in '{path}' belongs to {with_article(meta.get('agent'))}, not to "
                            f"{with_article(type(agent).__name__)}.")
-    if meta.get("backend") != agent.backend:
-        raise RLGraphError(f"Model in '{path}' was stored by backend '{meta.get('backend')}'; this agent runs "
-                           f"'{agent.backend}'.")
     if meta.get("config_hash") != agent.config_hash():
         raise RLGraphError(f"Model in '{path}' was stored by an agent with another config (or other spaces).")
     try:
@@ -75,7 +72,7 @@ def get_run_state(agent, include_replay=True):
         A nested dict of numpy arrays and JSON scalars: the state its components keep outside backend
         variables (replay memories with their priority trees and sampling generators, queues), the
         trajectory builder's partial trajectories, the roles' counters and schedules, and the backend's
-        random-number state (``GraphExecutor.get_rng_state``).
+        random-number state (``GraphExecutor.tagged_rng_state``).
     """
     from rlgraph.components.memories.memory import Memory
     components = {}
@@ -90,7 +87,7 @@ def get_run_state(agent, include_replay=True):
                 actor=None if agent.actor is None else agent.actor.get_state(),
                 learner=None if agent.learner is None else
                 agent.learner.get_state() if include_replay else agent.learner.get_state_without_replay(),
-                backend_rng=agent.executor.get_rng_state(), replay=bool(include_replay))
+                backend_rng=agent.executor.tagged_rng_state(), replay=bool(include_replay))
 
 
 def set_run_state(agent, state):
@@ -116,7 +113,7 @@ def set_run_state(agent, state):
             part = agent.builder if name == "builder" else getattr(agent, name)
             if part is not None and state[name] is not None:
                 part.set_state(state[name])
-        agent.executor.set_rng_state(state["backend_rng"])
+        agent.executor.restore_tagged_rng_state(state["backend_rng"])
         if not state.get("replay", True) and agent.learner is not None:
             agent.learner.forget_replay()
     except RLGraphCheckpointError:

@@ -22,6 +22,9 @@ from rlgraph.utils.specifiable import Specifiable
 
 logger = logging.getLogger(__name__)
 
+#: The variables of a stored model, under their full names (numpy's format, read without pickle).
+VARIABLES_FILE = "variables.npz"
+
 META_FILE = "rlgraph_model.json"
 
 
@@ -309,7 +312,8 @@ class GraphExecutor(Specifiable):
         }
 
     def store_model(self, path):
-        """Writes all variables to directory ``path`` (backend-native format plus ``rlgraph_model.json``)."""
+        """Writes all variables to directory ``path``: ``variables.npz`` (numpy arrays under the variables' full
+        names, the same on every backend) and ``rlgraph_model.json``; any backend loads it."""
         os.makedirs(path, exist_ok=True)
         self._store_variables(path)
         with open(os.path.join(path, META_FILE), "w") as f:
@@ -317,16 +321,14 @@ class GraphExecutor(Specifiable):
         return path
 
     def load_model(self, path):
-        """Restores variables from ``path``; refuses (changing nothing) a model of another backend or graph."""
+        """Restores variables from ``path``, stored by an executor of any backend; refuses (changing nothing) a
+        model of another graph (variable names, shapes or dtypes)."""
         meta_path = os.path.join(path, META_FILE)
         if not os.path.isfile(meta_path):
             raise RLGraphError(f"'{path}' holds no rlgraph model ({META_FILE} missing).")
         with open(meta_path) as f:
             meta = json.load(f)
         mine = self._model_meta()
-        if meta.get("backend") != mine["backend"]:
-            raise RLGraphError(f"Model in '{path}' was stored by backend '{meta.get('backend')}'; this executor "
-                               f"runs '{mine['backend']}'.")
         if meta.get("variables") != mine["variables"]:
             theirs, ours = meta.get("variables", {}), mine["variables"]
             diff = sorted(set(theirs) ^ set(ours)) or sorted(k for k in ours if theirs.get(k) != ours[k])
@@ -335,10 +337,20 @@ class GraphExecutor(Specifiable):
         self._load_variables(path)
 
     def _store_variables(self, path):
-        raise NotImplementedError
+        values = {name: self.backend.read_variable(var) for name, var in self.variables().items()}
+        np.savez(os.path.join(path, VARIABLES_FILE), **values)
 
     def _load_variables(self, path):
-        raise NotImplementedError
+        file = os.path.join(path, VARIABLES_FILE)
+        if not os.path.isfile(file):
+            raise RLGraphError(f"'{path}' holds no {VARIABLES_FILE}.")
+        variables = self.variables()
+        with np.load(file, allow_pickle=False) as stored:
+            missing = [k for k in variables if k not in stored.files]
+            if missing:
+                raise RLGraphError(f"'{file}' lacks variable(s) {missing[:10]}.")
+            values = [stored[k] for k in variables]
+        self._assign_variables(variables, values)
 
     # --- random-number state ------------------------------------------------------------------------------
     def get_rng_state(self):
@@ -348,6 +360,22 @@ class GraphExecutor(Specifiable):
 
     def set_rng_state(self, state):
         """Restores what ``get_rng_state`` returned, so that random ops continue their stored stream."""
+
+    def tagged_rng_state(self):
+        """``get_rng_state`` with the backend it belongs to, for a checkpoint: {"backend", "state"}."""
+        return dict(backend=self.backend.name, state=self.get_rng_state())
+
+    def restore_tagged_rng_state(self, tagged):
+        """Restores what ``tagged_rng_state`` returned where it is of this backend; a state of another backend
+        (a run moved between backends) cannot be: this executor's random ops then go on from their own seeded
+        stream. Returns whether it was restored."""
+        if tagged.get("backend") != self.backend.name:
+            logger.info("The random-number state of the graph's ops was stored by backend '%s': this executor "
+                        "(%s) keeps its own seeded stream; host-side streams (replay sampling, minibatch order) go "
+                        "on exactly.", tagged.get("backend"), self.backend.name)
+            return False
+        self.set_rng_state(tagged["state"])
+        return True
 
     def terminate(self):
         """Releases resources (nothing to release for in-process executors)."""

@@ -27,7 +27,6 @@ from rlgraph.utils.errors import RLGraphBackendError, RLGraphError, RLGraphLearn
 
 logger = logging.getLogger(__name__)
 
-VARIABLES_FILE = "variables.npz"
 #: Where compiled programs are kept between processes (``use_compilation_cache``); "none" turns it off.
 CACHE_DIR_VARIABLE = "RLGRAPH_JAX_CACHE_DIR"
 #: The cache's bound (JAX evicts the least recently used programs beyond it; a bound also makes JAX lock the
@@ -354,20 +353,6 @@ class JaxExecutor(GraphExecutor):
             return program.compiled.lower(*program.last_inputs).compile().as_text()
 
     # --- variables and random state ----------------------------------------------------------------------
-    def _store_variables(self, path):
-        values = {name: self.backend.read_variable(var) for name, var in self.variables().items()}
-        np.savez(os.path.join(path, VARIABLES_FILE), **values)
-
-    def _load_variables(self, path):
-        file = os.path.join(path, VARIABLES_FILE)
-        with np.load(file) as stored:
-            variables = self.variables()
-            missing = [k for k in variables if k not in stored.files]
-            if missing:
-                raise RLGraphBackendError(f"'{file}' lacks variable(s) {missing[:10]}.")
-            values = [stored[k] for k in variables]
-        self._assign_variables(variables, values)
-
     def get_rng_state(self):
         """The executor's key stream (``generator``: the raw key data), which graph functions draw from."""
         return None if self.op_generator is None else {"generator": self.op_generator.get_state()}

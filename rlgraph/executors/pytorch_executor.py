@@ -1,5 +1,4 @@
 """PyTorch executor: runs each API method eagerly through the components' plain implementations."""
-import os
 
 import numpy as np
 
@@ -104,16 +103,6 @@ class PyTorchExecutor(GraphExecutor):
                 outputs.append(to_numpy(out))
             return _stack(outputs)
         return call
-
-    def _store_variables(self, path):
-        state = {k: v.detach().cpu() for k, v in self.variables().items()}
-        torch.save(state, os.path.join(path, "state_dict.pt"))
-
-    def _load_variables(self, path):
-        state = torch.load(os.path.join(path, "state_dict.pt"), weights_only=True)
-        with torch.no_grad():
-            for k, v in self.variables().items():
-                v.copy_(state[k])
 
     def get_rng_state(self):
         """The executor's generator (``generator``; graph functions draw from it) and torch's default

@@ -1,5 +1,4 @@
 """TensorFlow executor: each API method runs as one ``tf.function`` with an input signature from the spaces."""
-import os
 import threading
 import zlib
 from collections import defaultdict
@@ -214,15 +213,6 @@ class TensorFlowExecutor(GraphExecutor):
         values = [np.asarray(x, dtype=v.dtype.as_numpy_dtype) for x, v in zip(values, variables.values())]
         with tf.init_scope():
             self._weight_function("assign", variables)(*values)
-
-    def _checkpoint(self):
-        return tf.train.Checkpoint(variables={k.replace("/", "."): v for k, v in self.variables().items()})
-
-    def _store_variables(self, path):
-        self._checkpoint().write(os.path.join(path, "tf_checkpoint"))
-
-    def _load_variables(self, path):
-        self._checkpoint().read(os.path.join(path, "tf_checkpoint")).assert_consumed()
 
     def get_rng_state(self):
         """The state of the generator the graphs' random ops draw from (``tf_random``)."""

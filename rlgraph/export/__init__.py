@@ -13,6 +13,7 @@ import logging
 import os
 
 from rlgraph.utils.errors import RLGraphError
+from rlgraph.utils.backend import backend_available
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +32,9 @@ DIRECTORY_FORMATS = {"saved_model": "a SavedModel", "jax_export": "a jax_export 
 def export_policy(run, format, output):
     """Exports the greedy policy of a run's newest checkpoint.
 
+    A run of any backend exports in any format: its model is loaded on the backend that writes the format
+    (TorchScript: PyTorch, SavedModel: TensorFlow, jax_export: JAX, ONNX: the run's own where it is TF or PyTorch).
+
     Args:
         run: A run's logdir, one of its ``checkpoints/ckpt-N`` or a model directory inside a run's logdir.
         format: "torchscript", "onnx", "saved_model" or "jax_export".
@@ -41,7 +45,7 @@ def export_policy(run, format, output):
         model, with the names of its inputs and outputs.
 
     Raises:
-        RLGraphError: One line: an unknown format, one the run's backend cannot write, a run without a
+        RLGraphError: One line: an unknown format, one no installed backend writes, a run without a
             checkpoint, a policy that cannot be exported (fed previous actions and rewards, several actions), an output that exists
             as another kind of path or cannot be written.
     """
@@ -54,11 +58,13 @@ def export_policy(run, format, output):
         raise RLGraphError(f"--format: expected one of {', '.join(FORMATS)}, got {format!r}.")
     model, _ = find_model(run)
     backend = stored_backend(model)
-    if backend is not None and backend not in FORMATS[format]:
-        raise RLGraphError(f"--format {format} exports {_runs_of(format)} runs; '{run}' is a {_backend_name(backend)}"
-                           f" run (export it as {' or '.join(f for f, b in FORMATS.items() if backend in b)}).")
+    if backend not in FORMATS[format]:  # Checkpoints are backend-neutral: load it on a backend that writes the format.
+        writers = [b for b in FORMATS[format] if backend_available(b)]
+        if not writers:
+            raise RLGraphError(f"--format {format} is written by {_runs_of(format)}, which is not installed here.")
+        backend = writers[0]
     _check_output(output, directory=DIRECTORY_FORMATS.get(format))
-    agent, _, model = load_run_agent(run)
+    agent, _, model = load_run_agent(run, backend=backend)
     greedy = GreedyPolicy(agent)
     if greedy.recurrent and format == "onnx" and agent.backend == "tf":
         raise RLGraphError("--format onnx: tf2onnx cannot convert TensorFlow's fused LSTM kernel (BlockLSTMV2) of a "

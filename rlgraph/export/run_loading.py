@@ -65,19 +65,20 @@ def run_config(logdir):
                        f"{'in ' + repr(logdir) if logdir else 'in a run logdir above it'}.")
 
 
-def load_run_agent(path):
+def load_run_agent(path, backend=None):
     """The agent of a run's newest checkpoint (or of a checkpoint or model directory), its weights loaded.
 
     Args:
         path: A run's logdir, one of its ``checkpoints/ckpt-N`` or a model directory inside a run's logdir.
+        backend: The backend to load it on (default: the one that stored the model; models are backend-neutral).
 
     Returns:
-        ``(agent, config, model directory)``; the agent runs on the backend that stored the model.
+        ``(agent, config, model directory)``.
     """
     from rlgraph.engines.runner import env_kwargs_of, make_agent, make_vector_env
     model, logdir = find_model(path)
     config = run_config(logdir)
-    backend = stored_backend(model) or config.get("backend")
+    backend = backend or stored_backend(model) or config.get("backend")
     env = make_vector_env(env_kwargs_of(config, num_envs=1))
     try:
         agent = make_agent(config, env, backend)

@@ -139,11 +139,13 @@ class Trainer:
         if theirs.get("config_hash") != self.metadata.get("config_hash"):
             raise RLGraphError(f"--resume: the checkpoint in '{path}' was written for another config; start a new "
                                f"logdir or use the same config.")
-        for key, what in (("environment", "environment_spec (or --env)"), ("backend", "backend")):
-            if key in theirs and key in self.metadata and theirs[key] != self.metadata[key]:
-                raise RLGraphError(f"--resume: the checkpoint in '{path}' was written with another {what}: "
-                                   f"{theirs[key]!r}, this run has {self.metadata[key]!r}.")
-        self.engine.load(os.path.join(path, "model"))
+        if "environment" in theirs and "environment" in self.metadata and \
+                theirs["environment"] != self.metadata["environment"]:
+            raise RLGraphError(f"--resume: the checkpoint in '{path}' was written with another environment_spec (or "
+                               f"--env): {theirs['environment']!r}, this run has {self.metadata['environment']!r}.")
+        self.engine.load(os.path.join(path, "model"))  # Checkpoints are backend-neutral: any backend continues.
+        if theirs.get("backend") not in (None, self.metadata.get("backend")):
+            logger.info("Continuing a run of backend '%s' on '%s'.", theirs["backend"], self.metadata.get("backend"))
         self.state.update(state["state"])
         logger.info("Resumed from %s at %d env steps.", path, self.state["env_steps"])
 

@@ -139,7 +139,7 @@ class PipelinedWorker(VectorWorker):
         self._finish_pending()
         state = super().get_run_state()
         state["pipeline"] = dict(actor_weights=self.actor_agent.get_weights(), actor=self.actor.get_state(),
-                                 actor_rng=self.actor_agent.executor.get_rng_state(),
+                                 actor_rng=self.actor_agent.executor.tagged_rng_state(),
                                  builder=self.builder.get_state(), unreported_steps=int(self._unreported_steps),
                                  waiting=list(self._waiting), in_flight=bool(self._in_flight),
                                  handover_steps=self._handover_steps,
@@ -158,7 +158,7 @@ class PipelinedWorker(VectorWorker):
         try:
             self.actor_agent.set_weights(pipeline["actor_weights"])
             self.actor.set_state(pipeline["actor"])
-            self.actor_agent.executor.set_rng_state(pipeline["actor_rng"])
+            self.actor_agent.executor.restore_tagged_rng_state(pipeline["actor_rng"])
             self._done = [dict(r) for r in pipeline["done"]]
             self._in_flight = bool(pipeline.get("in_flight", True))  # Stored before 2026-11: True.
             steps = pipeline.get("handover_steps")
