@@ -202,3 +202,42 @@ def test_trace_detection_without_jax_internals(monkeypatch):
         seen = []
         jax.jit(lambda x: (seen.append(jax_ops._tracing()), x)[1])(np.float32(1.0))
         assert seen == [True] and jax_ops._tracing() is False
+
+
+@requires_jax
+@pytest.mark.parametrize("strides", [(1, 1), (2, 3)])
+def test_a_conv_over_the_whole_image_is_the_same_convolution(strides):
+    """A "valid" convolution whose kernel covers the whole image (one output pixel) runs as a matmul over the
+    flattened image, because XLA:CPU computes such a convolution's input gradient as a transposed convolution
+    over a zero-padded image (kernel-size times the work). Its values and both gradients equal the general
+    convolution's (``lax.conv_general_dilated``) and numpy's."""
+    import jax
+    from jax import lax
+
+    ops = get_backend("jax").ops
+    rng = np.random.default_rng(0)
+    images = rng.normal(size=(5, 6, 4, 3)).astype(np.float32)
+    kernel = rng.normal(size=(6, 4, 3, 7)).astype(np.float32)
+    bias = rng.normal(size=7).astype(np.float32)
+    weights = rng.normal(size=(5, 1, 1, 7)).astype(np.float32)
+
+    def ours(x, k):
+        return (ops.conv2d(x, k, bias, strides=strides, padding="valid") * weights).sum()
+
+    def general(x, k):
+        out = lax.conv_general_dilated(x, k, strides, "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC"),
+                                       precision=lax.Precision.HIGHEST)
+        return ((out + bias) * weights).sum()
+
+    out = np.asarray(ops.conv2d(images, kernel, bias, strides=strides, padding="valid"))
+    expected = np.einsum("nhwc,hwcf->nf", images.astype(np.float64), kernel)[:, None, None, :] + bias
+    assert out.shape == (5, 1, 1, 7)
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+    for got, want in zip(jax.grad(ours, (0, 1))(images, kernel), jax.grad(general, (0, 1))(images, kernel)):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+    # Numpy's gradients of sum(conv * weights): d/dx = weights . kernel^T, d/dkernel = x^T . weights.
+    grad_x, grad_k = jax.grad(ours, (0, 1))(images, kernel)
+    np.testing.assert_allclose(np.asarray(grad_x), np.einsum("nf,hwcf->nhwc", weights[:, 0, 0], kernel),
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(grad_k), np.einsum("nhwc,nf->hwcf", images, weights[:, 0, 0]),
+                               rtol=1e-5, atol=1e-5)
