@@ -3,7 +3,7 @@ from setuptools import find_packages, setup
 EXTRAS = {
     "tf": ["tensorflow-cpu==2.21.*"],
     "pytorch": ["torch==2.13.0"],
-    # The JAX backend (issue 34; so far its operations table, ``rlgraph.backends.jax_ops``): the CPU wheel.
+    # The JAX backend: the CPU wheel.
     "jax": ["jax[cpu]==0.10.*"],
     # Ray engine and `rlgraph tune` (Ray Tune adds pandas and pyarrow).
     "ray": ["ray[default,tune]==2.60.*"],

@@ -62,7 +62,7 @@ from rlgraph.agents import Agent  # noqa: E402
 from rlgraph.spaces import IntBox  # noqa: E402
 
 FRAME_SHAPE, NUM_ACTIONS = (4, 84, 84), 6
-#: The issue's aims: rlgraph's rate >= this fraction of the bare rate.
+#: The aim: rlgraph's rate >= this fraction of the bare rate.
 AIM = 0.8
 LAYERS = ["neural-network/conv2d", "neural-network/conv2d-1", "neural-network/conv2d-2", "neural-network/dense",
           "action-adapter", "value-head"]

@@ -1,4 +1,4 @@
-"""Counts the graph functions written once per backend (issue 36's "maths once" measure).
+"""Counts the graph functions written once per backend (the "maths once" measure).
 
     python benchmarks/backend_pairs.py [--list]
 

@@ -1,5 +1,4 @@
-"""Chaos figures: training runs on each engine while a seeded fault injector kills and stops their processes
-(issue 35, "Soak and chaos figures").
+"""Chaos figures: training runs on each engine while a seeded fault injector kills and stops their processes.
 
 Each run is ``rlgraph train`` (CartPole, ``train_spec.stop_at_target`` off) in its own process group for
 ``--minutes`` of training. From the moment the run records its first env steps, the injector follows a seeded

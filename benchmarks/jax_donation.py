@@ -1,4 +1,4 @@
-"""What buffer donation saves on JAX (issue 34): the same programs with and without donation, in one run.
+"""What buffer donation saves on JAX: the same programs with and without donation, in one run.
 
 Two programs, each built twice on the JAX backend (``JaxExecutor.donate`` on and off), timed alternately:
 - a ``ReplayMemory`` on Atari-sized frames (42x42x4 float32 records, ``--capacity`` of them) inserting 32 records:

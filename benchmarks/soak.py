@@ -1,5 +1,5 @@
 """Soak figures: one long CartPole run per engine, sampling the memory, file descriptors and threads of every
-process of the run (issue 35, "Memory over a long run").
+process of the run.
 
 Each run is ``rlgraph train`` (APPO on CartPole, ``train_spec.stop_at_target`` off, so it trains for its whole
 budget) in a fresh process group. Every ``--interval`` seconds the sampler reads, for the learner process and

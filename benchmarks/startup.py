@@ -9,7 +9,7 @@ For each backend, launches in fresh processes (interleaved, ``--repeats`` times 
   run writes a checkpoint, evaluates and plots its learning curve);
 - the same run's launch to exit, for reference.
 
-Prints the medians as a markdown table with the difference to the bare import and the issue's aims (at most
+Prints the medians as a markdown table with the difference to the bare import and the aims (at most
 +0.5 s on PyTorch, +1.5 s on TensorFlow).
 
 Run: .venv/bin/python benchmarks/startup.py [--backends pytorch tf] [--repeats 5] [--config ...]

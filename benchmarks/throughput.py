@@ -11,10 +11,10 @@ as long, interleaved with rlgraph's runs (before each backend's runs and at the 
 the mean of its runs in this invocation. It gets as many torch threads as rlgraph's runs (``--ppo-threads``
 to change): on an idle 2-core machine 1 and 2 threads give it the same rate, but with another process on a
 core, 2 spinning OpenMP threads collapse (measured from 44k down to 0.7k env steps/s), which would flatter
-rlgraph. Prints a markdown table with the issue's aims (APPO >= 100k,
+rlgraph. Prints a markdown table with the aims (APPO >= 100k,
 IMPALA >= 150k, DQN and Ape-X >= 20k env steps/s on both backends).
 
-JAX (``--backends jax``, issue 34) compiles each API method on its first call, and the update of APPO and
+JAX (``--backends jax``) compiles each API method on its first call, and the update of APPO and
 IMPALA (a ``lax.scan`` over the epochs) takes seconds to compile: in a short ``train`` run the compile is most of
 the wall time. ``--warmup-steps N`` measures every backend alike without its first calls: each run builds the
 local engine (``make_engine``), runs N env steps (the first calls: TF's traces, JAX's compiles), then times
@@ -39,7 +39,7 @@ import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 AGENTS = ("appo", "impala", "dqn", "apex")
-#: The issue's aims in env steps/s with learning (issue 13).
+#: The aims in env steps/s with learning.
 AIM = {"appo": 100_000, "impala": 150_000, "dqn": 20_000, "apex": 20_000}
 #: The bare import of each backend (``--startup``).
 IMPORT = {"pytorch": "torch", "tf": "tensorflow", "jax": "jax"}
@@ -169,7 +169,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", nargs="+", default=list(AGENTS), choices=AGENTS)
     parser.add_argument("--backends", nargs="+", default=["pytorch", "tf"], choices=["pytorch", "tf", "jax"],
-                        help="backends to measure (jax: issue 34, not in the default set yet)")
+                        help="backends to measure (jax is not in the default set)")
     parser.add_argument("--seconds", type=float, default=20.0, help="length of each run")
     parser.add_argument("--warmup-steps", type=int, default=0,
                         help="env steps each run takes before it is timed (its first calls: JAX's compiles); 0: a "

@@ -29,10 +29,10 @@ import tempfile
 import time
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-#: Seconds to a mean return of 450 on CartPole-v1, measured on a 2-core machine (see issue #4).
+#: Seconds to a mean return of 450 on CartPole-v1, measured on a 2-core machine (docs/benchmarks.md).
 REFERENCE = {"appo": ("Sample Factory APPO", 62.0), "impala": ("RLlib IMPALA (after start-up)", 118.0),
              "dqn": ("RLlib DQN", 284.0), "apex": ("RLlib DQN", 284.0), "r2d2": ("RLlib DQN", 284.0)}
-#: Issue 13's aims in seconds from launch, per backend.
+#: The aims in seconds from launch, per backend.
 AIM = {"appo": {"pytorch": 6, "tf": 10}, "impala": {"pytorch": 6, "tf": 10}, "dqn": {"pytorch": 15, "tf": 20},
        "apex": {"pytorch": 15, "tf": 20}, "r2d2": {"pytorch": 40, "tf": 40}}
 

@@ -40,7 +40,7 @@ LONG_TESTS = {
     "test_cli_quiet.py::test_a_ray_run_prints_no_ray_notices": "~40 s; the TensorFlow notices test stays",
     "test_ray_engine.py::test_learns_cartpole_on_ray[apex_cartpole-tf-600000]":
         "~70 s; Ape-X learns on Ray on PyTorch in CI (the engine is the same for both backends)",
-    # The agents' learning runs on JAX (issue 34): DQN and APPO learn CartPole on JAX in CI; these three in
+    # The agents' learning runs on JAX: DQN and APPO learn CartPole on JAX in CI; these three in
     # make test-all (each ~1-2 min on JAX; the same agents learn on TF and PyTorch in CI).
     "test_agent_actor_critic.py::test_learns_cartpole[jax-impala_cartpole]": "~90 s; APPO on JAX stays",
     "test_agents_dqn.py::test_learns_cartpole[jax-apex_cartpole]": "~120 s; DQN on JAX stays",

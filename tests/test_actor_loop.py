@@ -270,14 +270,13 @@ def test_a_worker_needs_an_agent_of_both_roles():
         worker.run(8)
 
 
-def test_role_local_is_the_earlier_name_of_both(tmp_path):
-    agent = make("dqn", role="local")
-    assert agent.role == "both" and agent.builder is not None
-    state = agent.get_run_state()
-    state["role"] = "local"  # as a run state stored before the rename says
-    agent.set_run_state(state)
+def test_an_unknown_role_is_refused_and_a_run_state_of_another_role_too():
     with pytest.raises(RLGraphError, match="role"):
-        make("dqn", role="placement")
+        make("dqn", role="local")
+    state = make("dqn", role="both").get_run_state()
+    state["role"] = "actor"
+    with pytest.raises(RLGraphError, match="role 'both'"):
+        make("dqn", role="both").set_run_state(state)
 
 
 def test_the_ray_samplers_apex_items_get_their_priorities_in_one_call_equal_to_one_per_step():

@@ -13,7 +13,7 @@ from rlgraph.utils.errors import RLGraphError, RLGraphSpecError
 from rlgraph.workers import VectorWorker
 from small_configs import FINAL_EVAL_FLOOR
 
-# The agent suites run on every graph backend (JAX too: rlgraph.tests.pytest_plugin, issue 34).
+# The agent suites run on every graph backend (JAX too: rlgraph.tests.pytest_plugin).
 pytestmark = pytest.mark.all_backends
 
 CONFIGS = os.path.join(os.path.dirname(__file__), "..", "configs")

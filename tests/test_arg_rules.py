@@ -1,4 +1,4 @@
-"""Constructor arguments are checked by their declared rules (``ARG_RULES``, issue 9): a malformed spec of a layer,
+"""Constructor arguments are checked by their declared rules (``ARG_RULES``): a malformed spec of a layer,
 preprocessor, memory, loss, agent or environment raises one ``RLGraphSpecError`` whose single line names the
 offending key under its config path, and the exported JSON Schema refuses the same values."""
 import json

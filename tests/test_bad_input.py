@@ -1,4 +1,4 @@
-"""Bad input gets one clear error at the call (issue 9): observe() arguments, config values, dotted types,
+"""Bad input gets one clear error at the call: observe() arguments, config values, dotted types,
 the opt-in pytest plugin, and continuous actions outside the action space (IMPALA on Pendulum)."""
 import importlib.metadata
 import os

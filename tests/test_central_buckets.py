@@ -1,4 +1,4 @@
-"""Central inference's batch-size buckets (issue 34): on JAX, ``act`` compiles once per bucket, not per batch size.
+"""Central inference's batch-size buckets: on JAX, ``act`` compiles once per bucket, not per batch size.
 
 The rule (``rlgraph.engines.central_inference.buckets``) against its closed form; padding and slicing over nested
 batches; the inference server's padded calls against unpadded ones, row for row, on JAX and PyTorch (DQN, R2D2 and a

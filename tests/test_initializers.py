@@ -110,7 +110,7 @@ def test_a_bad_policy_spec_is_refused_naming_the_key(policy_spec):
 
 @pytest.mark.parametrize("config", ["appo_pong_42", "impala_pong_42"])
 def test_the_shipped_pong_configs_start_from_a_uniform_policy(config):
-    """What made APPO lag the single-file PPO on Pong (issue 31, stop 41): Glorot-initialized heads gave a first
+    """What made APPO lag the single-file PPO on Pong: Glorot-initialized heads gave a first
     policy far from uniform that differed at random between states. The shipped Pong configs carry PPO's
     initialization; their first policy must be near uniform over Pong's 6 actions on any frames."""
     import gymnasium as gym

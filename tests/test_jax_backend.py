@@ -1,4 +1,4 @@
-"""The JAX backend's foundation (issue 34): its registration and lazy import, the ways of choosing it, and the
+"""The JAX backend's foundation: its registration and lazy import, the ways of choosing it, and the
 functional state it threads through ``jax.jit`` (variables, random keys, checks and host calls). The operations
 are checked in ``tests/test_backend_ops.py``, the executor in ``tests/test_jax_executor.py``."""
 import importlib
@@ -39,7 +39,7 @@ def test_missing_jax_names_the_extra(monkeypatch):
 @requires_jax
 @pytest.mark.parametrize("how", ["executor", "component_test", "config", "environment", "graph_fn", "build"])
 def test_every_way_of_choosing_jax_reaches_it(how, monkeypatch):
-    """Every way of choosing a backend for component graphs takes "jax" (the executor of issue 34's first step);
+    """Every way of choosing a backend for component graphs takes "jax" (``JaxExecutor``);
     it is never the default unless asked for."""
     from rlgraph.components import Component
     from rlgraph.executors.graph_executor import GraphExecutor

@@ -1,4 +1,4 @@
-"""Distributed JAX learners (issue 34): ``jax.distributed`` processes whose update programs all-reduce their gradients.
+"""Distributed JAX learners: ``jax.distributed`` processes whose update programs all-reduce their gradients.
 
 Two learner processes on the loopback address, each updating on its half of fixed batches, end with the very same
 variables, equal to one process's update on the whole batches (``tests/distributed_learner_worker.py``, as for

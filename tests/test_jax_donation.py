@@ -1,4 +1,4 @@
-"""Buffer donation on JAX (issue 34): programs on one device give the buffers of the variables they change to XLA
+"""Buffer donation on JAX: programs on one device give the buffers of the variables they change to XLA
 (the new values written where the old ones were); the results equal those of programs without donation; programs
 that call the host, and acting programs, donate nothing (a failed host call leaves the variables as they were); a
 buffer two variables share stays valid for the other."""

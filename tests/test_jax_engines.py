@@ -1,4 +1,4 @@
-"""The engines with JAX learners (issue 34): Ray actors and central inference train a JAX learner; the distributed
+"""The engines with JAX learners: Ray actors and central inference train a JAX learner; the distributed
 engine refuses JAX in a process where JAX ran already (its learner group must come first) before any learner process
 starts (distributed JAX learners themselves: tests/test_jax_distributed.py)."""
 import copy

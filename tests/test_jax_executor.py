@@ -1,4 +1,4 @@
-"""The JAX graph executor (issue 34, first step): API methods as jitted programs over the executor's variables and
+"""The JAX graph executor: API methods as jitted programs over the executor's variables and
 random key, against PyTorch and numpy; one trace per method; variables and random state round trips; the eager
 fallback; the refusal of graphs whose graph functions have no JAX body."""
 import os

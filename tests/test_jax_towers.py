@@ -1,4 +1,4 @@
-"""Multi-device towers on JAX (issue 34): an update sharded over XLA devices equals one device's update.
+"""Multi-device towers on JAX: an update sharded over XLA devices equals one device's update.
 
 The towers' devices are logical CPU devices (``XLA_FLAGS=--xla_force_host_platform_device_count=N``), which must be
 set before JAX initialises its backend: the checks that need several devices run this file as a script in a

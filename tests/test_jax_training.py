@@ -1,4 +1,4 @@
-"""Training on JAX (issue 34, step 3): optimizer steps and agent updates equal PyTorch's from the same weights."""
+"""Training on JAX: optimizer steps and agent updates equal PyTorch's from the same weights."""
 import numpy as np
 import pytest
 

@@ -129,7 +129,7 @@ def test_run_state_round_trip_and_the_format_before_the_seam():
     assert other.updates_due() == learner.updates_due() == 0
     store(learner, 8), store(other, 8)
     assert other.updates_due() == learner.updates_due() == 2 * SPEC["updates_per_interval"]
-    # Stop 38's format: no anchor; one round was made at last_update_timestep, stored_records counted.
+    # The older format: no anchor; one round was made at last_update_timestep, stored_records counted.
     old = dict(timesteps=46, updates=8, last_update_timestep=44, last_sync_timestep=0, lags=[], stored_records=46)
     legacy = dqn_learner()
     legacy.set_state(old)

@@ -1,4 +1,4 @@
-"""The plain loop a new user writes first (issue 36), for every agent on both backends:
+"""The plain loop a new user writes first, for every agent on both backends:
 
     a = agent.get_actions(obs); obs2, r, term, trunc, info = env.step(a)
     agent.observe(obs, a, r, obs2, term, trunc); if agent.ready_to_update(): agent.update()

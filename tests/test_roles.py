@@ -27,7 +27,7 @@ def make(name, backend, role, seed=0, **overrides):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_actor_only_build_holds_only_acting_variables_and_acts_like_the_full_agent(backend, name):
-    full = make(name, backend, "local")
+    full = make(name, backend, "both")
     actor = make(name, backend, "actor", seed=5)
     names = list(actor.executor.variables())
     assert names, "the actor has a policy"
@@ -63,7 +63,7 @@ def test_learner_only_build_has_no_actor(backend):
 
 def test_local_agent_takes_any_env_ids(backend):
     """Rows come for any subset of environment ids, in any order; unrolls complete per id."""
-    agent = make("impala", backend, "local", unroll_length=3)
+    agent = make("impala", backend, "both", unroll_length=3)
     rng = np.random.default_rng(0)
     counts = {}
     for t in range(12):

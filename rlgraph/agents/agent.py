@@ -23,14 +23,6 @@ logger = logging.getLogger(__name__)
 
 #: What ``Agent.from_spec(..., role=...)`` builds: the actor alone, the learner alone, or both in one process.
 ROLES = ("both", "actor", "learner")
-#: Earlier names of roles, still accepted: "local" (a placement word) was "both"'s name before.
-ROLE_ALIASES = {"local": "both"}
-
-
-def normalize_role(role):
-    """The role's current name ("local" -> "both"); other values unchanged (checked by ``Agent.ARG_RULES``)."""
-    return ROLE_ALIASES.get(role, role) if isinstance(role, str) else role
-
 
 class Agent(Specifiable):
     """An RL algorithm on one backend: its actor, trajectory builder and learner, built by role.
@@ -84,7 +76,6 @@ class Agent(Specifiable):
 
     def __init__(self, state_space, action_space, backend=None, seed=0, discount=0.99, preprocessing_spec=None,
                  network_spec=None, optimizer_spec=None, device=None, name=None, role="both", device_strategy=None):
-        role = normalize_role(role)
         checked = check_args(type(self).__name__, Agent.ARG_RULES, dict(seed=seed, discount=discount, role=role))
         self.role = checked["role"]
         refuse_vector_env_spaces(type(self).__name__, state_space, action_space)

@@ -96,9 +96,8 @@ def set_run_state(agent, state):
     Raises:
         RLGraphCheckpointError: The state is of another agent or role, or does not fit this agent's graph.
     """
-    from rlgraph.agents.agent import normalize_role  # (agent.py imports this module)
     where = f"{agent.name}: the stored run state"
-    if not isinstance(state, dict) or state.get("agent") != type(agent).__name__ or normalize_role(state.get("role")) != agent.role:
+    if not isinstance(state, dict) or state.get("agent") != type(agent).__name__ or state.get("role") != agent.role:
         found = (state.get("agent"), state.get("role")) if isinstance(state, dict) else type(state).__name__
         raise RLGraphCheckpointError(f"{where} belongs to {found}, not to {with_article(type(agent).__name__)} with "
                                      f"role '{agent.role}'.")

@@ -179,7 +179,7 @@ class ReplayLearner(Learner):
         if "anchor" in state:
             self._anchor = None if state["anchor"] is None else int(state["anchor"])
             self._updates_at_anchor = int(state["updates_at_anchor"])
-        elif self.updates:  # A run state of rlgraph <= stop 38: one round was made at last_update_timestep.
+        elif self.updates:  # An older run state (no anchor): one round was made at last_update_timestep.
             self._anchor = self.last_update_timestep
             self._updates_at_anchor = self.updates - self.spec["updates_per_interval"]
         else:

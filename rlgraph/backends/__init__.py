@@ -8,8 +8,8 @@ _instances = {}
 def get_backend(name):
     """The ``Backend`` object for ``name`` ("tf", "pytorch" or "jax", aliases accepted).
 
-    "jax" serves its operations table (``.ops``), functional variables and the JAX executor's build (issue 34). Without JAX installed it raises ``RLGraphBackendError`` naming
-    ``pip install 'rlgraph[jax]'``.
+    "jax" serves its operations table (``.ops``), functional variables and the JAX executor's build. Without JAX
+    installed it raises ``RLGraphBackendError`` naming ``pip install 'rlgraph[jax]'``.
     """
     name = normalize_backend(name, graphs=False)
     if name not in _instances:

@@ -8,7 +8,7 @@ from rlgraph.utils.errors import RLGraphBackendError
 
 class Backend:
     """Variable creation, conversion and devices for one backend. Subclasses: TF, PyTorch and JAX (whose graph
-    executor, ``rlgraph.executors.jax_executor``, issue 34)."""
+    executor is ``rlgraph.executors.jax_executor``)."""
 
     name = None
     #: Whether the build runs graph functions on real values (then variables are restored afterwards) or

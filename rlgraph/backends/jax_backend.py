@@ -1,5 +1,5 @@
 """JAX backend helpers: variables as boxes of immutable arrays, a saveable stream of random keys, and the
-functional form a traced program takes (issue 34; ``rlgraph.executors.jax_executor`` runs graphs with them).
+functional form a traced program takes (``rlgraph.executors.jax_executor`` runs graphs with them).
 
 JAX arrays are immutable and a ``jax.jit`` program is a pure function, so the state the other backends keep in
 place (variables, the random generator) is threaded through it:

@@ -162,7 +162,7 @@ def resolve_backend(config, backend=None):
 
 
 def make_agent(config, env, backend=None, seed=0, role="both"):
-    """The agent of a config for the spaces of ``env`` (``role``: "local" learns and acts, "actor" only acts)."""
+    """The agent of a config for the spaces of ``env`` (``role``: "both" learns and acts, "actor" only acts)."""
     from rlgraph.agents import Agent
     return Agent.from_spec(config, state_space=env.state_space, action_space=env.action_space, backend=backend,
                            seed=seed, role=role)

@@ -1,7 +1,7 @@
 """JAX executor: each API method runs as one ``jax.jit`` program, compiled on its first call.
 
-Issue 34: layers, networks, policies, distributions, explorations, the RL maths, memories through host calls, and
-(step 3) optimizers: an update is one program with its gradients; with ``multi_device_sync`` towers that program is
+Layers, networks, policies, distributions, explorations, the RL maths, memories through host calls, and
+optimizers: an update is one program with its gradients; with ``multi_device_sync`` towers that program is
 sharded over several XLA devices; with ``distributed_sync`` (distributed learners) it runs over one device per
 learner process, its gradients all-reduced between the processes. The build of a graph with a graph function that has
 no JAX body raises one line naming the component and what to write.
@@ -86,9 +86,10 @@ class JaxExecutor(GraphExecutor):
     values (JAX's ``ConcretizationTypeError``), or string arguments (a ``TextBox``). Root API methods that are one
     host graph function (a numpy memory's insert and sample) run on the host without JAX, as on every backend.
 
-    ``execute_steps`` runs one program: a ``lax.scan`` over the steps, each step the method's program on its rows.
+    ``execute_steps`` runs one program: a ``lax.scan`` over the steps (unrolled on CPU), each step the method's
+    program on its rows.
 
-    Towers (``device_strategy`` ``multi_device_sync``, issue 34): an update method (one that steps an optimizer)
+    Towers (``device_strategy`` ``multi_device_sync``): an update method (one that steps an optimizer)
     stays one program, placed over a ``jax.sharding.Mesh`` of the towers' distinct XLA devices: its batched
     arguments sharded along their batch axes (``NamedSharding``; the strategy's split rules), the variables and
     key replicated; XLA's SPMD partitioner runs each device's share of the batch there and all-reduces what needs
@@ -254,9 +255,9 @@ class JaxExecutor(GraphExecutor):
         return call
 
     def _make_steps_call(self, name, dynamic, axes, static):
-        """``execute_steps``: one program, a ``lax.scan`` over the steps (unrolled on CPU; each step the method's whole program on
-        its rows, the variables and key carried), compiled per rows shape and constant arguments. Methods that run
-        eagerly, or with text arguments, run one ``execute`` per step."""
+        """``execute_steps``: one program, a ``lax.scan`` over the steps (unrolled on CPU; each step the method's
+        whole program on its rows, the variables and key carried), compiled per rows shape and constant arguments.
+        Methods that run eagerly, or with text arguments, run one ``execute`` per step."""
         method = self._api_callable(name)
         if differentiates(self.meta_graph.api[name]):
             method = differentiating(method, lambda: self._variables)

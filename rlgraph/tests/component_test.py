@@ -13,7 +13,7 @@ class ComponentTest:
         input_spaces: Maps API argument names to spaces (or ``int``/``float``/``bool``).
         action_space: The action space handed to the components.
         backend: "tf", "pytorch" or "jax" (default ``$RLGRAPH_BACKEND`` or what is installed; JAX is
-            never the default, issue 34).
+            never the default).
         seed: Seed for initial values and random ops.
         **executor_kwargs: Passed on to the executor (e.g. ``device``).
     """

@@ -8,7 +8,7 @@ environment.
 Which backends a test taking ``backend`` runs on:
 
 - ``--backend NAME`` (repeatable) or ``$RLGRAPH_TEST_BACKENDS=tf,jax``: exactly those, for every test.
-- Otherwise the default set: "tf" and "pytorch" (``rlgraph.utils.backend.BACKENDS``), and "jax" (issue 34) for the
+- Otherwise the default set: "tf" and "pytorch" (``rlgraph.utils.backend.BACKENDS``), and "jax" for the
   tests marked ``all_backends``, where JAX is installed. A test module opts in with
   ``pytestmark = pytest.mark.all_backends`` (a single test with the decorator): rlgraph's component and foundation
   tests do (layers to optimizers, memories, the RL maths, the builder and executors), and so do the agent suites

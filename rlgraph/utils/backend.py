@@ -4,7 +4,7 @@ Nothing here imports TensorFlow, PyTorch or JAX at import time: ``tf``, ``torch`
 that import the real library on first attribute access, so a user with only one backend installed can still use
 rlgraph. After the first access, attribute look-ups on the proxy cost the same as on the real module.
 
-"jax" builds and runs component graphs through ``rlgraph.executors.jax_executor.JaxExecutor`` (issue 34): graphs
+"jax" builds and runs component graphs through ``rlgraph.executors.jax_executor.JaxExecutor``: graphs
 whose graph functions all have a JAX body; the build of any other graph (a user's graph function written for TF or
 PyTorch only) raises one line naming the component and what to write
 (``rlgraph.executors.jax_executor.JAX_NOT_YET``). It is never the default backend.
@@ -26,7 +26,7 @@ BACKEND_ALIASES = {
 }
 #: The default backends (the first installed is the default; the test plugin's default parametrization).
 BACKENDS = ("tf", "pytorch")
-#: Every backend that builds and runs component graphs (JAX: issue 34, never the default).
+#: Every backend that builds and runs component graphs (JAX is never the default).
 GRAPH_BACKENDS = ("tf", "pytorch", "jax")
 _BACKEND_MODULES = {"tf": "tensorflow", "pytorch": "torch", "jax": "jax"}
 

@@ -179,7 +179,7 @@ class RayReplayEngine(RayEngine):
             self.ray.get([shard.set_state.remote(s) for shard, s in zip(self.shards, shards)])
             self.shard_sizes = sizes
             self._next_shard = int(state["next_shard"])
-            if "ready_at" in state:  # A run state of rlgraph <= stop 38: the replay ratio's origin was kept here.
+            if "ready_at" in state:  # An older run state: the replay ratio's origin was kept here.
                 learner = self.learner
                 learner.set_state(dict(learner.get_state(), anchor=state["ready_at"],
                                        updates_at_anchor=learner.updates - int(state["updates_made"])))

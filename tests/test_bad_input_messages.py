@@ -1,6 +1,6 @@
-"""Bad input that was accepted, hung or misled (issue 35, "Bad input that is still accepted, hangs or misleads"):
-each now gets one clear line of the project's own error type, naming the key or flag (or, for a learning rate far
-too high, one warning naming it)."""
+"""Bad input that would otherwise be accepted silently, end in a traceback, hang or mislead: each gets one clear
+line of the project's own error type, naming the key or flag (or, for a learning rate far too high, one warning
+naming it)."""
 import json
 import logging
 import os
