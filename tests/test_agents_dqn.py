@@ -106,6 +106,29 @@ def test_apex_actor_epsilons_and_actor_priorities(backend):
     np.testing.assert_allclose(stored, np.tile((np.abs(td) + 1e-6) ** 0.6, 2), rtol=1e-4)
 
 
+@pytest.mark.parametrize("kind", ["dqn", "apex"])
+def test_transitions_the_agent_did_not_act_on_are_observed_and_learned_from(backend, kind):
+    """Demonstrations (no ``get_actions`` extras) enter the replay beside the agent's own steps and are learned
+    from; only the agent's own steps count in the policy-lag figures."""
+    agent = Agent.from_spec(dict(SMALL, type=kind), state_space=STATE, action_space=ACTION, backend=backend)
+    rng = np.random.default_rng(0)
+    states = rng.normal(size=(4, 4)).astype(np.float32)
+    for _ in range(8):  # 32 demonstration transitions, two steps of each env apart.
+        next_states = rng.normal(size=(4, 4)).astype(np.float32)
+        agent.observe(states, rng.integers(0, 2, 4), np.ones(4, np.float32), next_states, np.zeros(4, bool))
+        states = next_states
+    assert agent.learner.stored_records > 0 and agent.ready_to_update()
+    before = agent.get_weights()
+    results = agent.update()
+    assert np.isfinite(results["loss"]) and "policy_lag_mean" not in results
+    assert any(not np.array_equal(before[k], v) for k, v in agent.get_weights().items())
+    actions, extras = agent.get_actions(states, return_extras=True)  # The agent's own steps: their lags count.
+    agent.observe(states, actions, np.ones(4, np.float32), states, np.zeros(4, bool), **extras)
+    agent.observe(states, actions, np.ones(4, np.float32), states, np.zeros(4, bool), **extras)
+    results = agent.update()
+    assert results["policy_lag_mean"] == 0.0 and results["policy_lag_max"] == 0  # Acted on by the latest weights.
+
+
 def test_train_resume_continues_step_count(tmp_path, capsys):
     cfg = dict(config("dqn_cartpole"), **SMALL)
     cfg["environment_spec"] = {"env_spec": "CartPole-v1", "num_envs": 4}

@@ -243,11 +243,13 @@ def test_vector_env_spaces_are_refused_naming_the_single_spaces():
 
 def test_plain_loop_misuse_gets_errors_naming_the_fix():
     env = make_env()
-    agent = make_agent("dqn", None, env)
     obs, _ = env.reset(seed=0)
-    with pytest.raises(RLGraphError, match=r"observe\(\): no extras \(a step needs \['weights_version'\]\): "
-                                           r"call agent.get_actions\(states\)"):
-        agent.observe(obs, np.zeros(4, np.int64), np.ones(4), obs, np.zeros(4, bool), np.zeros(4, bool))
+    impala = make_agent("impala", None, env)  # An on-policy agent learns only from steps it acted on.
+    with pytest.raises(RLGraphError, match=r"observe\(\): no extras \(a step needs \['weights_version', "
+                                           r"'log_probs'.*\): call agent.get_actions\(states\)"):
+        impala.observe(obs, np.zeros(4, np.int64), np.ones(4), obs, np.zeros(4, bool), np.zeros(4, bool))
+    impala.terminate()
+    agent = make_agent("dqn", None, env)
     actions = agent.get_actions(obs.tolist())  # A list of states is taken (converted to the space's dtype).
     obs2, rewards, terms, truncs, _ = env.step(actions)
     with pytest.raises(RLGraphAPIError, match=r"unknown keyword argument\(s\) \['foo'\].*return_extras=True"):
@@ -260,8 +262,9 @@ def test_plain_loop_misuse_gets_errors_naming_the_fix():
     assert agent.timesteps == 0  # Nothing was taken; the step goes in now.
     agent.observe(obs, actions, rewards, obs2, terms, truncs)
     assert agent.timesteps == 4
-    with pytest.raises(RLGraphError, match="no extras"):  # Each get_actions' extras are taken once.
-        agent.observe(obs, actions, rewards, obs2, terms, truncs)
+    # Each get_actions' extras are taken once: a second observe is of a step the agent did not act on.
+    agent.observe(obs, actions, rewards, obs2, terms, truncs)
+    assert agent.timesteps == 8
     with pytest.raises(RLGraphSpaceError, match=r"get_actions\(\): the list of states cannot be converted"):
         agent.get_actions([[0.0, 1.0, 2.0, 3.0], [0.0, 1.0]])
     agent.terminate()

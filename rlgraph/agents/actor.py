@@ -36,6 +36,9 @@ class Actor:
 
     #: The keys of the extras ``get_actions`` returns (``observe`` refuses other keywords).
     extras_keys = ("weights_version",)
+    #: Whether ``make_step`` takes steps without extras: transitions the agent did not act on (an off-policy
+    #: learner's demonstrations or another policy's data).
+    steps_without_extras = False
 
     def __init__(self, executor, name="Actor", schedule_timesteps=None):
         self.executor = executor

@@ -230,6 +230,9 @@ class Agent(Specifiable):
             env_ids: The environments' ids (default: the row positions 0..N-1).
             **extras: What ``get_actions(..., return_extras=True)`` returned for this step; none: the extras the
                 agent remembered from its last exploring ``get_actions``, which must have been for these rows.
+                DQN and Ape-X also take steps they did not act on (demonstrations, another policy's data): observed
+                without extras and with no exploring ``get_actions`` since the last ``observe``, they are learned
+                from and count in no policy-lag figure.
         """
         for role in ("actor", "learner"):
             self._role(role, "observe")

@@ -6,17 +6,24 @@ from rlgraph.agents.agent import batch_size_of
 from rlgraph.utils.errors import RLGraphSpecError
 
 
+#: The weights version of a transition the agent did not act on.
+NOT_ACTED = -1
+
+
 class DQNActor(Actor):
     """Epsilon-greedy acting of DQN: the configured epsilon schedule, fixed epsilons per row, or the epsilons a
     call passes.
 
     Rows for ``NStepBuilder``: states, actions, rewards, next states, terminals, truncations and the weights
-    version that acted.
+    version that acted. Transitions the agent did not act on (demonstrations, another policy's data) are observed
+    without extras: their version is ``NOT_ACTED`` and they count in no policy-lag figure.
 
     Args:
         executor, name: See ``Actor``.
         schedule_timesteps: Env steps over which the epsilon schedule runs.
     """
+
+    steps_without_extras = True
 
     def __init__(self, executor, name="DQNActor", schedule_timesteps=None):
         super().__init__(executor, name, schedule_timesteps=schedule_timesteps)
@@ -56,8 +63,9 @@ class DQNActor(Actor):
         return epsilons
 
     def make_step(self, states, actions, rewards, next_states, terminals, truncations, extras):
-        if "weights_version" not in extras:
-            self.require_extras(extras, ("weights_version",))
+        versions = extras.get("weights_version")
+        if versions is None:
+            versions = np.full(len(terminals), NOT_ACTED, np.int64)
         self.timesteps += len(terminals)
         return dict(states=states, actions=actions, rewards=rewards, next_states=next_states, terminals=terminals,
-                    truncations=truncations, weights_version=extras["weights_version"])
+                    truncations=truncations, weights_version=versions)

@@ -86,8 +86,11 @@ class PlainLoop:
             loop.internal_states = None
 
     def _remembered_extras(self, num_rows):
-        """The extras of the last exploring ``get_actions``, for an ``observe`` of ``num_rows`` rows without extras."""
+        """The extras of the last exploring ``get_actions``, for an ``observe`` of ``num_rows`` rows without extras
+        (none after no such call, for an actor that takes steps the agent did not act on)."""
         extras = self._pending_extras
+        if extras is None and self.loop.actor.steps_without_extras:
+            return {}  # Transitions the agent did not act on.
         if extras is None:
             raise RLGraphError(f"{self.owner}.observe(): no extras (a step needs {list(self.loop.actor.extras_keys)}): "
                                f"call agent.get_actions(states) (exploring) for this step's states before observe, "

@@ -140,8 +140,12 @@ class ReplayLearner(Learner):
 
     # --- results --------------------------------------------------------------------------------------------
     def record_lags(self, versions):
-        """Notes the policy lag of items acted on by weights of ``versions`` (items that enter the replay)."""
-        self._lags.append(self.policy_lag(versions))
+        """Notes the policy lag of items acted on by weights of ``versions`` (items that enter the replay); items
+        the agent did not act on (a negative version) have none."""
+        versions = np.asarray(versions, np.int64)
+        acted = versions[versions >= 0]
+        if acted.size:
+            self._lags.append(self.policy_lag(acted))
 
     def finish_update(self, results):
         """Adds the lags noted since the last update to ``results``, syncs the target network when due."""
