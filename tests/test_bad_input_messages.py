@@ -232,6 +232,24 @@ def test_messages_use_the_right_article():
         Optimizer.lookup_class(Layer.lookup_class("dense"))
 
 
+class NotALayer(Component):
+    """A component that is no layer (a network's layers must subclass ``Layer``)."""
+
+
+def test_a_component_that_is_no_layer_in_a_network_says_what_to_subclass():
+    from rlgraph.agents import Agent
+    from rlgraph.components.layers import Layer
+    from rlgraph.spaces import FloatBox, IntBox
+    expected = (r"agent.network_spec.layers\[1\].type: 'not-a-layer' is a NotALayer \(.*\), not a Layer: make it "
+                r"subclass rlgraph.components.layers.Layer to use it here.")
+    with pytest.raises(RLGraphSpecError, match=expected):
+        Agent.from_spec({"type": "dqn", "network_spec": [{"type": "dense", "units": 4}, {"type": "not-a-layer"}]},
+                        state_space=FloatBox(shape=(3,)), action_space=IntBox(2), backend="pytorch")
+    with pytest.raises(RLGraphSpecError, match="class NotALayer is not a Layer: make it subclass "
+                                               "rlgraph.components.layers.Layer"):
+        Layer.lookup_class(NotALayer)
+
+
 # --- silent in components ---------------------------------------------------------------------------------------
 class _NoReturn(Component):
     @rlgraph_api

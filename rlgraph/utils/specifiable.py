@@ -119,6 +119,15 @@ def normalize_type_name(name):
     return "".join(ch for ch in str(name).lower() if ch not in "-_ ./")
 
 
+def _public_name(cls):
+    """``cls``'s name as users import it: from the package that exports it (``rlgraph.components.layers.Layer``)."""
+    module = cls.__module__
+    parent = module.rpartition(".")[0]
+    if parent and getattr(sys.modules.get(parent), cls.__name__, None) is cls:
+        module = parent
+    return f"{module}.{cls.__qualname__}"
+
+
 def _all_subclasses(cls):
     seen, stack = [], [cls]
     while stack:
@@ -169,7 +178,8 @@ class Specifiable:
         """Returns the subclass of ``cls`` named ``type_name`` (case- and separator-insensitive)."""
         if isinstance(type_name, type):
             if not issubclass(type_name, cls):
-                raise _keyed(path, f"class {type_name.__name__} is not {with_article(cls.__name__)}.")
+                raise _keyed(path, f"class {type_name.__name__} is not {with_article(cls.__name__)}: make it "
+                                   f"subclass {_public_name(cls)} to use it here.")
             return type_name
         if not isinstance(type_name, str):
             raise _keyed(path, f"expected a type name (str), got {type_name!r}.")
@@ -195,6 +205,10 @@ class Specifiable:
             table = cls._type_table()
         if wanted in table:
             return table[wanted]
+        other = Specifiable._type_table().get(wanted)
+        if other is not None:  # A class of that name exists, in another family.
+            raise _keyed(path, f"'{type_name}' is {with_article(other.__name__)} ({other.__module__}), not "
+                               f"{with_article(cls.__name__)}: make it subclass {_public_name(cls)} to use it here.")
         close = difflib.get_close_matches(wanted, list(table), n=5, cutoff=0.5)
         names = sorted({table[c].__name__ for c in close})
         hint = f" Did you mean: {', '.join(names)}?" if names else ""
