@@ -119,4 +119,4 @@ def test_gradients_outside_an_executor_call_name_the_optimizer():
     test = ComponentTest(Regression(OPTIMIZERS["adam-clipped"]()), input_spaces=SPACES, backend="jax")
     optimizer = test.component.optimizer
     with pytest.raises(RLGraphBackendError, match="'regression/adam-optimizer'.*JAX executor's API calls"):
-        optimizer._jax_gradients(test.component.network.variables(), 0.0)
+        optimizer.backend.gradients(0.0, test.component.network.variables(), optimizer.global_scope)

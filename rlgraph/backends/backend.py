@@ -95,6 +95,37 @@ class Backend:
         uses and losses stop the gradients of their targets themselves."""
         return contextlib.nullcontext()
 
+    # --- training: gradients and an optimizer's update ------------------------------------------------------
+    def gradients(self, loss, variables, owner):
+        """The gradients of the scalar ``loss`` w.r.t. the dict ``variables``, keyed alike (zeros for variables
+        the loss does not reach), inside a graph function. ``owner``: the asking component's scope, for errors."""
+        raise NotImplementedError
+
+    def apply_gradients(self, optimizer, variables, gradients, learning_rate):
+        """Clips ``gradients`` to the ``optimizer``'s global norm and applies its ``update_rule`` variable by
+        variable, in the ops table's arithmetic (a backend with a faster kernel overrides this); returns the global
+        norm before clipping. ``gradients`` has the keys of ``variables`` (``Optimizer.checked_keys``)."""
+        ops = self.ops
+        keys = optimizer.checked_keys(variables, gradients)
+        dtypes = [self.shape_and_dtype(variables[k])[1] for k in keys]
+        grads = [ops.cast(gradients[k], d) for k, d in zip(keys, dtypes)]
+        norm = ops.sqrt(sum(ops.sum(ops.square(ops.cast(g, "float32"))) for g in grads)) if grads \
+            else ops.zeros((), "float32")
+        if optimizer.clip_grad_norm is not None:
+            scale = optimizer.clip_grad_norm / ops.maximum(norm, optimizer.clip_grad_norm)
+            grads = [g * ops.cast(scale, d) for g, d in zip(grads, dtypes)]
+        ops.assign(optimizer.steps, ops.read_value(optimizer.steps) + 1)
+        step = ops.read_value(optimizer.steps)
+        for k, g, dtype in zip(keys, grads, dtypes):
+            var = variables[k]
+            slots = optimizer.slots_for(k, var)
+            delta, new_slots = optimizer.update_rule(g, {name: ops.read_value(s) for name, s in slots.items()},
+                                                     ops.cast(learning_rate, dtype), ops.cast(step, dtype))
+            for name, value in new_slots.items():
+                ops.assign(slots[name], value)
+            ops.assign(var, ops.read_value(var) - delta)
+        return norm
+
     def set_math_threads(self, threads):
         """Sets the threads this process's backend uses inside one op (its intra-op or OpenMP pool); returns the
         count to restore afterwards (None: the backend cannot go back)."""

@@ -151,6 +151,17 @@ class JaxBackend(Backend):
             return tuple(value.shape), np.dtype(value.dtype)
         return super().shape_and_dtype(value)
 
+    def gradients(self, loss, variables, owner):
+        """A traced loss cannot be differentiated after the fact: the JAX executor runs an API method that reaches
+        an optimizer as ``differentiating`` (a loss pass under ``jax.value_and_grad`` up to this call, then the
+        whole method with the gradients it computed); this returns that tape's gradients."""
+        tape = current_tape()
+        if tape is None:
+            raise RLGraphBackendError(
+                f"Optimizer '{owner}': on JAX gradients are computed inside the JAX executor's API calls "
+                f"(rlgraph.backends.jax_backend.differentiating), not in a bare graph function call.")
+        return tape.gradients(variables, loss, owner)
+
     def set_seed(self, seed):
         """Restarts the ops table's own generator (used outside an executor's calls) from ``seed``."""
         self.ops.generator = JaxGenerator(seed)

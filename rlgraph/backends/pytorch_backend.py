@@ -74,6 +74,20 @@ class PyTorchBackend(Backend):
     def no_gradient_recording(self):
         return torch.no_grad()
 
+    def gradients(self, loss, variables, owner):
+        keys = list(variables)
+        if not keys:
+            return {}
+        grads = torch.autograd.grad(loss, [variables[k] for k in keys], allow_unused=True)
+        return {k: torch.zeros_like(variables[k]) if g is None else g for k, g in zip(keys, grads)}
+
+    def apply_gradients(self, optimizer, variables, gradients, learning_rate):
+        """The update on flat buffers of the variables' slots (``FlatSlots``), with a fused kernel of the
+        optimizer's rule where ATen has one: the per-variable Python loop cost more than the backward pass of
+        small networks."""
+        from rlgraph.backends.pytorch_flat_slots import apply_flat
+        return apply_flat(optimizer, variables, gradients, learning_rate)
+
     def set_math_threads(self, threads):
         previous = torch.get_num_threads()
         torch.set_num_threads(int(threads))

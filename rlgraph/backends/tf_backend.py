@@ -95,6 +95,12 @@ class TFBackend(Backend):
     def set_seed(self, seed):
         tf.random.set_seed(seed)
 
+    def gradients(self, loss, variables, owner):
+        keys = list(variables)
+        grads = tf.gradients(loss, [variables[k] for k in keys])
+        # Unconnected variables get zeros; IndexedSlices (from gathers) become dense.
+        return {k: tf.zeros_like(variables[k]) if g is None else tf.convert_to_tensor(g) for k, g in zip(keys, grads)}
+
     def set_math_threads(self, threads):
         """TensorFlow fixes its pools when it first runs anything: after that a different count cannot be set,
         and the run goes on with the pools it has (logged as a warning). Never restored (returns None)."""

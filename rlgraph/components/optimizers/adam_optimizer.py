@@ -2,7 +2,6 @@
 import math
 
 from rlgraph.components.optimizers.optimizer import Optimizer
-from rlgraph.utils.backend import torch
 from rlgraph.utils.validation import Number, check_args
 
 
@@ -37,19 +36,10 @@ class AdamOptimizer(Optimizer):
         args = check_args("AdamOptimizer", AdamOptimizer.ARG_RULES, dict(beta_1=beta_1, beta_2=beta_2, epsilon=epsilon))
         self.beta_1, self.beta_2, self.epsilon = args["beta_1"], args["beta_2"], args["epsilon"]
 
-    def _torch_group_step(self, group, grad, learning_rate, step):
-        """PyTorch: ``update_rule`` as ATen's fused Adam kernel (``torch.optim.Adam(fused=True)``'s: the same
-        update, one multi-tensor kernel instead of a dozen vector ops; agrees with ``update_rule`` to float
-        rounding, ``tests/test_optimizers.py``)."""
-        fused = getattr(torch, "_fused_adam_", None)
-        if fused is None or group.dtype not in (torch.float32, torch.float64) or not group.contiguous:
-            return super()._torch_group_step(group, grad, learning_rate, step)
-        fused(group.variables, group.views(grad), group.slot_views["m"], group.slot_views["v"], [],
-              [step.to(grad.device)] * len(group.variables), lr=float(learning_rate), beta1=self.beta_1,
-              beta2=self.beta_2, weight_decay=0.0, eps=self.epsilon, amsgrad=False, maximize=False)
-        # The kernel writes in place without bumping version counters, which others read to see a change
-        # (``WeightReplicas`` refreshes a tower's replicas by them; autograd checks saved tensors by them).
-        torch.autograd.graph.increment_version(group.variables + group.slot_views["m"] + group.slot_views["v"])
+    def fused_kernel(self):
+        """ATen's fused Adam (``torch.optim.Adam(fused=True)``'s kernel: the same update, one multi-tensor kernel
+        instead of a dozen vector ops; agrees with ``update_rule`` to float rounding, ``tests/test_optimizers.py``)."""
+        return "adam", dict(beta_1=self.beta_1, beta_2=self.beta_2, epsilon=self.epsilon)
 
     def update_rule(self, grad, slots, learning_rate, step):
         m = self.beta_1 * slots["m"] + (1.0 - self.beta_1) * grad
