@@ -6,7 +6,6 @@ import argparse
 import json
 import logging
 import os
-import signal
 import sys
 import time
 
@@ -52,46 +51,42 @@ def _remove_if_empty(path):
         pass
 
 
-def _stop_on_interrupt():
-    """Ctrl-C: the first one stops the run (``KeyboardInterrupt``); later ones are ignored (one line, once), so
-    that the run's shutdown finishes and leaves no process behind. Returns the SIGINT handler it replaced (the
-    caller restores it: ``main`` may be called from a Python program)."""
-    def again(signum, frame):
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        print("rlgraph train: still stopping the run's processes; further Ctrl-C is ignored.", file=sys.stderr)
-
-    def first(signum, frame):
-        signal.signal(signal.SIGINT, again)
-        raise KeyboardInterrupt
-
-    return signal.signal(signal.SIGINT, first)
+def _say_stopping(line):
+    print(f"rlgraph train: {line}", file=sys.stderr)
 
 
-def _handled_interrupt():
-    """Tells CPython that the Ctrl-C was handled. A ``KeyboardInterrupt`` raised inside code run by C
-    (``PyRun_*``: some extension modules' start-up) sets CPython's flag ``_Py_UnhandledKeyboardInterrupt`` even
-    where Python code catches it, and CPython then ends the process by SIGINT (status -2) instead of 130."""
+def _handled_interrupt(code=130):
+    """Tells CPython that the interrupt was handled and returns ``code``. A ``KeyboardInterrupt`` raised inside
+    code run by C (``PyRun_*``: some extension modules' start-up) sets CPython's flag
+    ``_Py_UnhandledKeyboardInterrupt`` even where Python code catches it, and CPython then ends the process by
+    SIGINT (status -2) instead of ``code``."""
     try:
         import ctypes
         ctypes.c_int.in_dll(ctypes.pythonapi, "_Py_UnhandledKeyboardInterrupt").value = 0
     except (ImportError, ValueError, AttributeError, OSError):
         pass
-    return 130
+    return code
 
 
 def _train(args):
-    previous = _stop_on_interrupt()
-    try:
-        code = _run_train(args)
-    except KeyboardInterrupt as e:
-        # (A RunInterrupted says what was kept; another came before the run started.)
-        from rlgraph.engines.runner import RunInterrupted
-        line = str(e) if isinstance(e, RunInterrupted) else "Interrupted before the run started; nothing was written."
-        print(f"rlgraph train: {line}", file=sys.stderr)
-        return _handled_interrupt()
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    return _handled_interrupt() if code == 130 else code
+    """``rlgraph train``: SIGINT (Ctrl-C), SIGTERM and SIGHUP each stop the run the same way
+    (``rlgraph.training.stop_signals``): a checkpoint of one moment, the summary, one line on stderr saying what
+    was kept, exit status 128 + the signal's number (130, 143, 129)."""
+    from rlgraph.training import stop_signals
+    # (Run as the program itself, the process ends right after: a repeated signal must not end it by the signal.)
+    with stop_signals.handling_stop_signals(say=_say_stopping, then_ignore=args.as_program):
+        try:
+            code = _run_train(args)
+        except KeyboardInterrupt as e:
+            # (A RunInterrupted says what was kept; another came before the run started.)
+            from rlgraph.engines.runner import RunInterrupted
+            name = stop_signals.signal_name(stop_signals.received())
+            by = f" by {name}" if name and name != "SIGINT" else ""
+            line = str(e) if isinstance(e, RunInterrupted) else \
+                f"Interrupted{by} before the run started; nothing was written."
+            print(f"rlgraph train: {line}", file=sys.stderr)
+            return _handled_interrupt(stop_signals.exit_status(stop_signals.received()))
+        return _handled_interrupt(code) if code else code
 
 
 def _run_train(args):
@@ -117,9 +112,11 @@ def _run_train(args):
     if summary["interrupted"]:
         # Everything is stopped and the checkpoint written: one line says what was kept.
         print(json.dumps(summary, indent=1))
-        line = interrupted_message(summary.get("interrupted_during") or "training", summary["env_steps"], logdir)
+        line = interrupted_message(summary.get("interrupted_during") or "training", summary["env_steps"], logdir,
+                                   summary.get("interrupted_by"))
         print(f"rlgraph train: {line}", file=sys.stderr)
-        return 130
+        from rlgraph.training.stop_signals import exit_status, received
+        return exit_status(received())
     print(json.dumps(summary, indent=1))
     if logdir:
         print(f"Logs, checkpoint, summary.json and learning_curve.png in {logdir}")
@@ -128,7 +125,7 @@ def _run_train(args):
         print(f"MLflow run {trackers['mlflow']['run_id']} at {trackers['mlflow']['tracking_uri']}")
     if "wandb" in trackers:
         print(f"W&B run {trackers['wandb']['run_id']} ({trackers['wandb']['mode']}) in {trackers['wandb']['run_dir']}")
-    return 130 if summary["interrupted"] else 0
+    return 0
 
 
 def _tune(args):
@@ -219,7 +216,7 @@ def _names(names):
 
 def _export(args):
     from rlgraph.export import export_policy
-    out = export_policy(args.run, args.format, args.output)
+    out = export_policy(args.run, args.format, args.output, overwrite=args.overwrite)
     print(f"Greedy policy of {out['agent']} ({out['backend']}, {out['model']}) exported as {out['format']} to "
           f"{out['output']}: input{'s' if len(out['inputs']) > 1 else ''} {_names(out['inputs'])} (float32, batch "
           f"first), outputs {_names(out['outputs'])}")
@@ -439,7 +436,11 @@ def main(argv=None):
                         help="onnx (PyTorch and TensorFlow runs), torchscript (PyTorch), saved_model (TensorFlow), "
                              "jax_export (JAX)")
     export.add_argument("--output", "-o", required=True,
-                        help="the file (a directory for saved_model and jax_export) to write")
+                        help="the file (a directory for saved_model and jax_export) to write: not inside a run's "
+                             "checkpoints or over its files (beside them under a new name is fine)")
+    export.add_argument("--overwrite", action="store_true",
+                        help="replace an existing --output (a directory only where it holds an export of the same "
+                             "format); without it, an existing output is refused")
 
     demo = sub.add_parser("demo", help="build a small component graph from a JSON config on each backend and run it")
     demo.add_argument("config", help="path to a demo config, e.g. examples/demo_network.json")
@@ -450,6 +451,7 @@ def main(argv=None):
         # -v after the subcommand too (rlgraph train CONFIG -v); SUPPRESS keeps a -v given before it.
         command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="debug logging")
     args = parser.parse_args(argv)
+    args.as_program = argv is None  # (The console script and ``python -m rlgraph.cli``; not a caller's main([...]).)
     from rlgraph.utils.quiet import quiet_libraries
     quiet_libraries(verbose=args.verbose)  # Before any backend or Ray is imported.
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,

@@ -14,6 +14,7 @@ import numpy as np
 from rlgraph.engines.run_config import (DEFAULT_TRAIN_SPEC, ENGINES, MAX_EVAL_ENVS, RUN_ARG_RULES,  # noqa: F401
                                           TRAIN_SPEC_DOCS, TRAIN_SPEC_SCHEMA, RunConfig, env_kwargs_of, load_config,
                                           make_agent, make_vector_env, resolve_backend, train_spec_json_schema)
+from rlgraph.training import stop_signals
 from rlgraph.utils.errors import RLGraphSpecError
 from rlgraph.utils.process_watchdog import interrupts_deferred
 
@@ -22,29 +23,33 @@ EXECUTORS = ENGINES
 
 
 class RunInterrupted(KeyboardInterrupt):
-    """Ctrl-C ended a run outside its training loop (while it was built, in its final evaluation or while it
-    shut down); its processes are stopped and its last checkpoint is untouched. ``str()`` is the one line that
-    says what was kept (``interrupted_message``).
+    """A stop signal (Ctrl-C, SIGTERM, SIGHUP: ``rlgraph.training.stop_signals``) ended a run outside its
+    training loop (while it was built, in its final evaluation or while it shut down); its processes are stopped
+    and its last checkpoint is untouched. ``str()`` is the one line that says what was kept
+    (``interrupted_message``).
 
     Args:
         phase: What the run was doing ("building the run", "the final evaluation", "shutting down").
         env_steps: The run's env steps when it was interrupted (None before it had any).
         logdir: The run's logdir (None before it had one).
+        signal: The signal's name ("SIGTERM", ...; None: Ctrl-C or a ``KeyboardInterrupt`` raised otherwise).
     """
 
-    def __init__(self, phase, env_steps, logdir):
+    def __init__(self, phase, env_steps, logdir, signal=None):
         super().__init__(phase, env_steps, logdir)
-        self.phase, self.env_steps, self.logdir = phase, env_steps, logdir
+        self.phase, self.env_steps, self.logdir, self.signal = phase, env_steps, logdir, signal
 
     def __str__(self):
-        return interrupted_message(self.phase, self.env_steps, self.logdir)
+        return interrupted_message(self.phase, self.env_steps, self.logdir, self.signal)
 
 
-def interrupted_message(phase, env_steps, logdir):
-    """One line saying where a run was interrupted and what it kept: its newest intact checkpoint (read back and
-    checked against its checksums here) and how to continue."""
+def interrupted_message(phase, env_steps, logdir, signal=None):
+    """One line saying where a run was interrupted (by which signal, where it was not Ctrl-C's SIGINT) and what
+    it kept: its newest intact checkpoint (read back and checked against its checksums here) and how to
+    continue."""
     at = f" at env step {env_steps:,}" if env_steps is not None else ""
-    head = f"Interrupted during {phase}{at}"
+    by = f" by {signal}" if signal and signal != "SIGINT" else ""
+    head = f"Interrupted{by} during {phase}{at}"
     if not logdir:
         return f"{head}; nothing was written."
     from rlgraph.training.checkpoint_store import CheckpointStore
@@ -112,6 +117,7 @@ def train(config, engine=None, env_id=None, backend=None, steps=None, seconds=No
     """
     from rlgraph.training.loggers import check_loggers
 
+    stop_signals.new_run()
     run = RunConfig.load(config, engine, env_id=env_id, backend=backend, seed=seed, steps=steps, seconds=seconds,
                          overrides=overrides, env_creator=env_creator, **execution)
     if resume and not logdir:
@@ -123,20 +129,28 @@ def train(config, engine=None, env_id=None, backend=None, steps=None, seconds=No
     if run.follows:
         return _follow(run)
     created = bool(logdir) and not os.path.exists(logdir)
-    if logdir:
-        _check_logdir(logdir, resume, overwrite)
+    lock = None  # The logdir's lock (one writer per run directory), held until the run has ended.
     where = _Progress(logdir)
     try:
+        if logdir:
+            lock = _check_logdir(logdir, resume, overwrite)
         try:
             return _train(run, logdir, config_name, resume, overwrite, progress, loggers, where)
         except RunInterrupted:
             raise
         except KeyboardInterrupt:
-            raise RunInterrupted(where.where(), where.env_steps(), where.logdir) from None
+            raise RunInterrupted(where.where(), where.env_steps(), where.logdir,
+                                 stop_signals.signal_name(stop_signals.received())) from None
     except BaseException:
+        if lock is not None:
+            lock.release()
+            lock = None
         if created and os.path.isdir(logdir) and not os.listdir(logdir):
             os.rmdir(logdir)  # A run refused or stopped before it wrote anything leaves no empty logdir behind.
         raise
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 def _train(run, logdir, config_name, resume, overwrite, progress, loggers, where):
@@ -234,10 +248,11 @@ def _built(run):
     its processes are stopped)."""
     from rlgraph.training.engine import as_engine
     engine = as_engine(build_engine(run))
+    stop_signals.keep_handlers()  # (``ray.init`` replaces the SIGTERM handler.)
     try:
         yield engine
     finally:
-        with interrupts_deferred():
+        with stop_signals.safe_points(), interrupts_deferred():
             engine.close()
 
 
@@ -251,7 +266,7 @@ def _evaluation_env(run):
         yield env
     finally:
         if env is not None:
-            with interrupts_deferred():
+            with stop_signals.safe_points(), interrupts_deferred():
                 env.close()
 
 
@@ -294,7 +309,9 @@ def _follow(run):
 
 
 def _check_logdir(logdir, resume, overwrite):
-    """Refuses, before anything is built, a logdir that cannot hold a run or whose checkpoint would be lost."""
+    """Refuses, before anything is built, a logdir that cannot hold a run, that another run writes into (its
+    lock: ``rlgraph.training.run_lock``) or whose checkpoint would be lost; returns this run's hold on its lock."""
+    from rlgraph.training import run_lock
     from rlgraph.training.checkpoint_store import CheckpointStore
     if os.path.exists(logdir) and not os.path.isdir(logdir):
         raise RLGraphSpecError(f"logdir '{logdir}' is a file, not a directory.")
@@ -309,6 +326,9 @@ def _check_logdir(logdir, resume, overwrite):
         raise RLGraphSpecError(f"logdir '{logdir}' is not writable.")
     if resume and overwrite:
         raise RLGraphSpecError("--resume and --overwrite exclude each other.")
+    lock = run_lock.acquire(logdir)
     if not resume and not overwrite and CheckpointStore(logdir).exists():
+        lock.release()
         raise RLGraphSpecError(f"logdir '{logdir}' already holds a checkpoint of an earlier run: continue it with "
                                f"--resume, or start over in it with --overwrite (or choose another --logdir).")
+    return lock

@@ -9,6 +9,7 @@ from collections import deque
 
 import numpy as np
 
+from rlgraph.training import run_lock, stop_signals
 from rlgraph.training.checkpoint_store import CheckpointStore
 from rlgraph.training.engine import as_engine
 from rlgraph.training.learning_curve import plot_learning_curve
@@ -36,6 +37,11 @@ class Trainer:
     (``run``), stores and restores the run (``store``, ``load``), adds its ``summary()`` to ``summary.json`` and
     its ``processes()`` (if any) to ``processes.json``; its ``agent`` gets its graphs written beside the run.
     An object that only offers ``run``, ``store`` and ``load`` is driven through ``as_engine``.
+
+    From its construction to the end of ``train`` the trainer holds the logdir's lock (``run_lock``: one writer
+    per run directory; another process's run there is refused). Ctrl-C (and SIGTERM and SIGHUP under
+    ``stop_signals.handling_stop_signals``, as ``rlgraph train`` runs) stops ``train`` at the end of the chunk in
+    progress, with a checkpoint of that moment (``stop_signals``).
 
     Args:
         engine: The engine (``Engine``), or an object with ``run``, ``store`` and ``load``.
@@ -108,16 +114,26 @@ class Trainer:
             os.makedirs(logdir, exist_ok=True)
         except OSError as e:
             raise RLGraphError(f"logdir '{logdir}' cannot be created: {e.strerror or e}.") from None
-        self._write_processes()
+        #: This process's hold on the logdir's lock (one writer per run directory), from here to the end of
+        #: ``train``.
+        self._lock = run_lock.acquire(logdir)
         self.resumed = bool(resume)
         self.nothing_trained = None
+        self.interrupted_by = None
         self._graph_written = False
         self._graphs_written = set()  # API methods whose TF graphs are written
-        if resume:
-            self._load_checkpoint()
-        elif self.checkpoints.exists() and not overwrite:
-            raise RLGraphError(f"logdir '{logdir}' already holds a checkpoint of an earlier run: continue it with "
-                               f"--resume, or start over in it with --overwrite (or choose another --logdir).")
+        self._checkpointed_steps = None  # The env steps of the checkpoint this run wrote last.
+        try:
+            self._write_processes()
+            if resume:
+                self._load_checkpoint()
+            elif self.checkpoints.exists() and not overwrite:
+                raise RLGraphError(f"logdir '{logdir}' already holds a checkpoint of an earlier run: continue it "
+                                   f"with --resume, or start over in it with --overwrite (or choose another "
+                                   f"--logdir).")
+        except BaseException:
+            self._lock.release()
+            raise
 
     def _write_processes(self):
         """Writes ``processes.json`` (this process as ``learner``, plus the engine's ``processes()``) for
@@ -152,7 +168,9 @@ class Trainer:
     def save_checkpoint(self):
         """Writes model and counters as a new checkpoint (``CheckpointStore.save``); the previous one stays
         current until the new one is complete."""
-        return self.checkpoints.save(self.engine.store, {"state": self.state, "metadata": self.metadata})
+        path = self.checkpoints.save(self.engine.store, {"state": self.state, "metadata": self.metadata})
+        self._checkpointed_steps = self.state["env_steps"]
+        return path
 
     # --- the run ------------------------------------------------------------------------------------------
     def mean_return(self, last=100):
@@ -167,7 +185,23 @@ class Trainer:
         return self.stop_at_target and self.state["steps_to_target"] is not None
 
     def train(self):
-        """Runs until the budget is spent (or Ctrl-C); returns the summary dict."""
+        """Runs until the budget is spent (or a stop signal: Ctrl-C, SIGTERM, SIGHUP); returns the summary dict.
+
+        A stop signal during a chunk of training is answered at the chunk's end (``stop_signals``): the checkpoint
+        written then holds counters, model, optimizer, replay and random states of one moment, so ``--resume``
+        continues as the uninterrupted run would. One during an evaluation abandons it at once (the run's state is
+        that of before it).
+        """
+        if not self._lock.held:  # (A second train() of this trainer.)
+            self._lock = run_lock.acquire(self.logdir)
+        stop_signals.new_run()
+        try:
+            with stop_signals.safe_points(lambda: self.activity):
+                return self._train()
+        finally:
+            self._lock.release()
+
+    def _train(self):
         from tqdm import tqdm
 
         writer = open_loggers(self.loggers, self.logdir, params=self.params, resume=self.resumed)
@@ -178,7 +212,7 @@ class Trainer:
         recent = deque(maxlen=20)
         bar = tqdm(total=self.max_steps, initial=self.state["env_steps"], unit="step", disable=not self.progress,
                    dynamic_ncols=True, mininterval=0.5)
-        interrupted = False
+        interrupted = consistent = False
         if self._done(time.perf_counter() - start):
             reason = ("it already reached its target at step %d" % self.state["steps_to_target"]
                       if self.stop_at_target and self.state["steps_to_target"] is not None else
@@ -188,7 +222,7 @@ class Trainer:
                            "to false) to train on.", self.logdir, reason)
             self.nothing_trained = reason
         try:
-            while not self._done(time.perf_counter() - start):
+            while not self._done(time.perf_counter() - start) and stop_signals.requested() is None:
                 chunk = self.chunk_steps
                 if self.max_steps is not None:
                     chunk = max(1, min(chunk, self.max_steps - self.state["env_steps"]))
@@ -200,9 +234,10 @@ class Trainer:
                 self._record(out, writer, start)
                 if not self._graph_written:
                     self._write_graph()
-                if self.evaluator is not None and \
+                if self.evaluator is not None and stop_signals.requested() is None and \
                         self.state["env_steps"] - self.state["last_eval_step"] >= self.eval_every_steps:
-                    self._evaluate(writer, start)
+                    with stop_signals.interruptible():  # (Abandoned, it leaves the state of before it.)
+                        self._evaluate(writer, start)
                 recent.append((out["env_steps"], dt))
                 rate = sum(s for s, _ in recent) / max(sum(t for _, t in recent), 1e-9)
                 writer.add_scalar("perf/env_steps_per_second", rate, self.state["env_steps"])
@@ -218,34 +253,69 @@ class Trainer:
                         time.perf_counter() - last_status >= self.status_every_seconds:
                     self._log_status(rate, time.perf_counter() - start)
                     last_status = time.perf_counter()
-                if time.perf_counter() - last_checkpoint >= self.checkpoint_every_seconds:
+                if time.perf_counter() - last_checkpoint >= self.checkpoint_every_seconds and \
+                        stop_signals.requested() is None:
                     self.state["wall_seconds"] = time.perf_counter() - start
                     self.activity = "a checkpoint write"
                     self.save_checkpoint()
                     self.activity = "training"
                     last_checkpoint = time.perf_counter()
+            if stop_signals.requested() is not None:
+                # A stop signal, answered here, between two chunks: everything the checkpoint holds is of now.
+                signum, during = stop_signals.take()
+                interrupted = consistent = True
+                self.interrupted_by = stop_signals.signal_name(signum)
+                self.interrupted_during = during or self.activity
         except KeyboardInterrupt:
             interrupted = True
+            self.interrupted_by = stop_signals.signal_name(stop_signals.received())
             self.interrupted_during = self.activity
-            self.activity = "the checkpoint write after the interrupt"
-            # (The command line says in one line what was kept, once the run's processes are stopped.)
-            logger.info("Interrupted during %s: writing a checkpoint to %s.", self.interrupted_during,
-                        self.checkpoint_dir)
-        except BaseException as e:
-            # A failing run writes no checkpoint: the last good one stays current. (A BaseException other than
-            # Ctrl-C: the process is told to end, e.g. a sweep's scheduler stopping a trial.)
-            bar.close()
-            failed = isinstance(e, Exception)
-            writer.close("failed" if failed else "killed")
-            if failed:
+            # Outside a chunk (an evaluation, the bookkeeping between chunks) the state is of one moment; inside
+            # one (a forced stop, or a KeyboardInterrupt that no stop handler held back) the model is ahead of the
+            # counters: no checkpoint of that.
+            consistent = self._running_chunk is None and not stop_signals.forced()
+            self._running_chunk = None
+        except Exception as e:
+            if self._running_chunk is None or stop_signals.requested() is None:
+                # A failing run writes no checkpoint: the last good one stays current.
+                bar.close()
+                writer.close("failed")
                 self._raise_if_diverged(e)
+                raise
+            # A stop signal came during the chunk, and the engine failed before the chunk's end (its other
+            # processes may have got the signal too: a terminal's Ctrl-C or a scheduler's SIGTERM reaches the
+            # whole process group): the run stops as asked, without a checkpoint of the half-done chunk.
+            signum, during = stop_signals.take()
+            logger.warning("After %s, the chunk of training in progress failed (%s: %s).",
+                           stop_signals.signal_name(signum), type(e).__name__, e)
+            interrupted, consistent = True, False
+            self.interrupted_by = stop_signals.signal_name(signum)
+            self.interrupted_during = during or self.activity
+            self._running_chunk = None
+        except BaseException:
+            # (Not a stop signal: the process is told to end, e.g. a sweep's scheduler stopping a trial.)
+            bar.close()
+            writer.close("killed")
             raise
         bar.close()
         try:
             self.state["wall_seconds"] = time.perf_counter() - start
-            if not interrupted:
+            if interrupted:
+                # (The command line says in one line what was kept, once the run's processes are stopped.)
+                self.activity = "the checkpoint write after the interrupt"
+                if not consistent:
+                    logger.warning("Stopped inside a chunk of training: no checkpoint of it (its model is ahead of "
+                                   "its counters). %s", self._checkpoint_note())
+                elif self._checkpointed_steps == self.state["env_steps"] and self.checkpoints.exists():
+                    logger.info("Interrupted during %s: the checkpoint of env step %d is current.",
+                                self.interrupted_during, self.state["env_steps"])
+                else:
+                    logger.info("Interrupted during %s: writing a checkpoint to %s.", self.interrupted_during,
+                                self.checkpoint_dir)
+                    self.save_checkpoint()
+            else:
                 self.activity = "the final checkpoint write"
-            self.save_checkpoint()
+                self.save_checkpoint()
             self.activity = "writing the run's summary"
         finally:
             writer.close("interrupted" if interrupted else "finished")
@@ -368,6 +438,8 @@ class Trainer:
                        interrupted=interrupted)
         if interrupted:
             summary["interrupted_during"] = self.interrupted_during
+            if self.interrupted_by:
+                summary["interrupted_by"] = self.interrupted_by
         if self.nothing_trained:
             summary["nothing_trained"] = self.nothing_trained
         if self.trackers:

@@ -342,7 +342,9 @@ class GrpcTransport:
         env = dict(os.environ, **{LOCAL_ENV: "1"})
         if self.token is not None:
             env[TOKEN_ENV] = self.token
-        code = ("import sys; sys.argv[0] = 'rlgraph-env-actor'; from rlgraph.engines.central_inference."
+        # SIGINT ignored first, before the imports: a Ctrl-C to the process group is the learner's to handle.
+        code = ("import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); import sys; "
+                "sys.argv[0] = 'rlgraph-env-actor'; from rlgraph.engines.central_inference."
                 "grpc_transport import grpc_actor_main; grpc_actor_main()")
         self.slots[index].process = subprocess.Popen(
             [sys.executable, "-c", code, "--server", self.address, "--index", str(index), "--env-kwargs", env_json],

@@ -167,8 +167,10 @@ class _Slot:
         self.started = time.perf_counter()
 
 
-#: What an actor process runs (arguments follow in ``sys.argv``).
-_ACTOR_CODE = ("import sys; sys.argv[0] = 'rlgraph-env-actor'; "
+#: What an actor process runs (arguments follow in ``sys.argv``). SIGINT is ignored first, before the imports: a
+#: Ctrl-C to the process group is the learner's to handle (it then stops the actors), also while one still starts.
+_ACTOR_CODE = ("import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); import sys; "
+               "sys.argv[0] = 'rlgraph-env-actor'; "
                "from rlgraph.engines.central_inference.shm_transport import shm_actor_main; shm_actor_main()")
 
 
