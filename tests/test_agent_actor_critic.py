@@ -417,11 +417,14 @@ def test_learns_cartpole(backend, name, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["impala_catch", "appo_catch"])
-def test_learns_catch_from_pixels(backend, name, tmp_path):
-    """Learning from pixels (a CNN on stacked uint8 frames, as on Atari) in CI: Catch, where a random policy
-    scores about -3.6 and the optimal one 5."""
-    summary = solve(name, backend, seed=1, max_steps=2_000_000, tmp_path=tmp_path)
+@pytest.mark.parametrize("name, max_steps", [("impala_catch", 600_000), ("appo_catch", 2_000_000)],
+                         ids=["impala_catch", "appo_catch"])
+def test_learns_catch_from_pixels(backend, name, max_steps, tmp_path):
+    """Learning from pixels (a CNN on stacked uint8 frames, as on Atari): Catch, where a random policy scores
+    about -3.6 and the optimal one 5; the target is the configs' greedy mean of 4.5 over 50 games. Seed 1 reached
+    it in 131k (IMPALA, TF), 147k (IMPALA, JAX), 98k (APPO, TF) and 115k (APPO, JAX) env steps; IMPALA on PyTorch
+    stayed near 4.1 to 600k (in LONG_TESTS); APPO on PyTorch passed in 114 s."""
+    summary = solve(name, backend, seed=1, max_steps=max_steps, tmp_path=tmp_path)
     assert summary["target_measured_on"] == "greedy evaluation"
     assert summary["steps_to_target"] is not None, summary
     assert summary["eval_mean_return"] >= 4.0, summary

@@ -392,8 +392,9 @@ def train_config(backend, seed, max_steps, tmp_path, config="r2d2_cartpole"):
 @pytest.mark.slow
 def test_learns_catch_from_pixels(backend, tmp_path):
     """R2D2 learns from pixels (a CNN and an LSTM on stacked uint8 frames, as on Atari): Catch, where a random
-    policy scores about -3.6 and the optimal one 5."""
-    summary = train_config(backend, seed=1, max_steps=400_000, tmp_path=tmp_path, config="r2d2_catch")
+    policy scores about -3.6 and the optimal one 5. Seed 1 reached the config's greedy target (4.5 over 20 games)
+    in 33k env steps on JAX and on PyTorch; the budget is about 3x that."""
+    summary = train_config(backend, seed=1, max_steps=100_000, tmp_path=tmp_path, config="r2d2_catch")
     assert summary["target_measured_on"] == "greedy evaluation"
     assert summary["steps_to_target"] is not None, summary
     assert summary["eval_mean_return"] >= 4.0, summary
