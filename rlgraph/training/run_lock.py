@@ -13,6 +13,7 @@ import threading
 import weakref
 
 from rlgraph.utils.errors import RLGraphError
+from rlgraph.utils.process_watchdog import pid_alive
 
 logger = logging.getLogger(__name__)
 
@@ -36,16 +37,6 @@ class RunDirectoryInUse(RLGraphError):
         self.logdir, self.pid = logdir, pid
 
 
-def _pid_alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _holder_pid(fd):
     try:
         text = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
@@ -59,7 +50,7 @@ def _refusal(logdir, pid):
         return (f"logdir '{logdir}' is in use by another run (its lock file {os.path.join(logdir, LOCK_FILE)} names "
                 f"no pid yet); one run writes into a run directory at a time: wait for it to end, or choose another "
                 f"--logdir.")
-    if not _pid_alive(pid):
+    if not pid_alive(pid):
         return (f"logdir '{logdir}' is still locked by processes that the run of pid {pid} (no longer running) "
                 f"started; wait for them to end (they stop within seconds of their run), or choose another --logdir.")
     return (f"logdir '{logdir}' is in use: the run of pid {pid} writes into it (one run per run directory); wait "
